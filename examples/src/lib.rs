@@ -1,0 +1,1 @@
+//! Runnable examples of mensageria; see `cargo run --example enfileirar`.

@@ -1,0 +1,228 @@
+//! The sender side of one tipo: the [`Enviador`] contract, what a send gets ([`ContextoEnvio`])
+//! and how it fails ([`FalhaEnvio`]).
+//!
+//! Users never implement [`Enviador`] by hand: `#[enviador(tipo = "...")]` on an async function
+//! implements it for the function's payload type and registers the function in the
+//! [`Registro`](crate::Registro).
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+/// A payload type that this app knows how to send.
+///
+/// Implemented by `#[enviador(tipo = "...")]`, never by hand: the attribute also registers the
+/// function with the relay. [`enfileirar`](crate::enfileirar) requires it, so enqueueing a payload
+/// nobody can send does not compile.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no enviador: this app cannot send it, so it cannot be enqueued",
+    label = "no `#[enviador]` function takes `{Self}` as its payload",
+    note = "add `#[mensageria_core::enviador(tipo = \"...\")]` to an `async fn(evento: {Self}, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>` in the crate that defines `{Self}`",
+    note = "who enqueues a tipo must be able to send it (ADR 0021): otherwise the row would wait forever for a relay that never routes it"
+)]
+pub trait Enviador: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The tipo this payload travels as.
+    const TIPO: &'static str;
+
+    /// Sends one payload; called by the relay.
+    fn enviar<'a>(
+        self,
+        ctx: &'a ContextoEnvio,
+    ) -> impl Future<Output = Result<(), FalhaEnvio>> + Send + 'a;
+}
+
+/// Why a send did not succeed, which tells the relay what to do next.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FalhaEnvio {
+    /// It may work later (destination down, 5xx, timeout, 401/403/404 during a deploy):
+    /// the relay retries with backoff until the attempt or age limit, then dead-letters.
+    #[error("temporary failure, will retry: {motivo}")]
+    Temporaria {
+        /// What happened, for the logs and the row's last error.
+        motivo: String,
+        /// How long the destination asked us to wait (`Retry-After`), if it did.
+        tentar_apos: Option<Duration>,
+    },
+    /// It will never work (the destination rejected the payload itself: 400, 413, 422):
+    /// the relay moves the message to dead letters at once.
+    #[error("permanent failure, dead-lettered: {motivo}")]
+    Permanente {
+        /// What happened, for the logs and the dead letter.
+        motivo: String,
+    },
+}
+
+impl FalhaEnvio {
+    /// A failure worth retrying.
+    pub fn temporaria(motivo: impl fmt::Display) -> Self {
+        Self::Temporaria {
+            motivo: motivo.to_string(),
+            tentar_apos: None,
+        }
+    }
+
+    /// A failure that no retry will fix.
+    pub fn permanente(motivo: impl fmt::Display) -> Self {
+        Self::Permanente {
+            motivo: motivo.to_string(),
+        }
+    }
+}
+
+/// What one delivery attempt knows besides the payload: the message's identity and the
+/// resources the app handed to the relay (an HTTP [destination](ContextoEnvio::recurso), a
+/// client, configuration).
+///
+/// ```
+/// use mensageria_core::ContextoEnvio;
+/// use uuid::Uuid;
+///
+/// #[derive(Debug, PartialEq)]
+/// struct BaseUrl(&'static str);
+///
+/// let ctx = ContextoEnvio::new(Uuid::now_v7(), "mdfe.encerramento")
+///     .com_tentativa(3)
+///     .com_recurso(BaseUrl("http://127.0.0.1:8080"));
+/// assert_eq!(ctx.tentativa(), 3);
+/// assert_eq!(ctx.recurso::<BaseUrl>(), Some(&BaseUrl("http://127.0.0.1:8080")));
+/// ```
+#[derive(Clone)]
+pub struct ContextoEnvio {
+    id_mensagem: Uuid,
+    tipo: String,
+    tentativa: u32,
+    correlacao: Option<String>,
+    recursos: Recursos,
+}
+
+impl ContextoEnvio {
+    /// A context for the first attempt of message `id_mensagem` of `tipo`, with no resources.
+    /// The relay builds these; tests of an enviador build their own.
+    pub fn new(id_mensagem: Uuid, tipo: impl Into<String>) -> Self {
+        Self {
+            id_mensagem,
+            tipo: tipo.into(),
+            tentativa: 1,
+            correlacao: None,
+            recursos: Recursos::default(),
+        }
+    }
+
+    /// Sets the attempt number (1 for the first delivery).
+    pub fn com_tentativa(mut self, tentativa: u32) -> Self {
+        self.tentativa = tentativa;
+        self
+    }
+
+    /// Sets the correlation id captured at enqueue.
+    pub fn com_correlacao(mut self, correlacao: Option<String>) -> Self {
+        self.correlacao = correlacao;
+        self
+    }
+
+    /// Adds a resource, replacing any earlier one of the same type.
+    pub fn com_recurso<R: Send + Sync + 'static>(mut self, recurso: R) -> Self {
+        self.recursos.inserir(recurso);
+        self
+    }
+
+    /// Replaces every resource by `recursos` (the relay shares one set among all deliveries).
+    pub fn com_recursos(mut self, recursos: Recursos) -> Self {
+        self.recursos = recursos;
+        self
+    }
+
+    /// The message id: unique per enqueued message, stable across redeliveries; sent downstream
+    /// as `x-request-id`.
+    pub fn id_mensagem(&self) -> Uuid {
+        self.id_mensagem
+    }
+
+    /// The tipo being delivered.
+    pub fn tipo(&self) -> &str {
+        &self.tipo
+    }
+
+    /// The attempt number, 1 for the first delivery.
+    pub fn tentativa(&self) -> u32 {
+        self.tentativa
+    }
+
+    /// The correlation id captured at enqueue, or the message id when there was none.
+    pub fn correlacao(&self) -> String {
+        self.correlacao
+            .clone()
+            .unwrap_or_else(|| self.id_mensagem.to_string())
+    }
+
+    /// The resource of type `R` the app handed to the relay, if any.
+    pub fn recurso<R: Send + Sync + 'static>(&self) -> Option<&R> {
+        self.recursos.obter()
+    }
+
+    /// The resource of type `R`, or a temporary failure naming the missing type (a deployment
+    /// mistake the relay keeps retrying and logging until it is fixed).
+    pub fn exigir<R: Send + Sync + 'static>(&self) -> Result<&R, FalhaEnvio> {
+        self.recurso().ok_or_else(|| {
+            FalhaEnvio::temporaria(format!(
+                "the relay was started without a `{}` resource; add it with the relay's `recurso(...)`",
+                std::any::type_name::<R>()
+            ))
+        })
+    }
+}
+
+impl fmt::Debug for ContextoEnvio {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContextoEnvio")
+            .field("id_mensagem", &self.id_mensagem)
+            .field("tipo", &self.tipo)
+            .field("tentativa", &self.tentativa)
+            .field("correlacao", &self.correlacao)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A set of values keyed by their type, shared by every delivery of a relay.
+#[derive(Clone, Default)]
+pub struct Recursos(Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+
+impl Recursos {
+    /// Adds a value, replacing any earlier one of the same type.
+    pub fn inserir<R: Send + Sync + 'static>(&mut self, recurso: R) {
+        Arc::make_mut(&mut self.0).insert(TypeId::of::<R>(), Arc::new(recurso));
+    }
+
+    /// The value of type `R`, if any.
+    pub fn obter<R: Send + Sync + 'static>(&self) -> Option<&R> {
+        self.0.get(&TypeId::of::<R>())?.downcast_ref()
+    }
+}
+
+/// The boxed future of a type-erased send.
+pub type EnvioEmCurso<'a> = Pin<Box<dyn Future<Output = Result<(), FalhaEnvio>> + Send + 'a>>;
+
+/// Decodes a stored payload as `T` and sends it. The registry keeps one instance per enviador so
+/// the relay can deliver a row knowing only its tipo.
+///
+/// A payload that no longer decodes (the type changed incompatibly since it was enqueued) is a
+/// permanent failure: retrying cannot fix it, the dead letter keeps it for a human.
+pub fn despachar<'a, T: Enviador>(payload: &'a str, ctx: &'a ContextoEnvio) -> EnvioEmCurso<'a> {
+    match serde_json::from_str::<T>(payload) {
+        Ok(evento) => Box::pin(evento.enviar(ctx)),
+        Err(erro) => Box::pin(std::future::ready(Err(FalhaEnvio::permanente(format!(
+            "stored payload of tipo `{}` does not decode as `{}`: {erro}",
+            T::TIPO,
+            std::any::type_name::<T>()
+        ))))),
+    }
+}

@@ -1,0 +1,98 @@
+//! The error type of mensageria-core.
+
+/// What went wrong in mensageria, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Erro {
+    /// `enfileirar_json` was called with a tipo that no `#[enviador]` in this binary handles.
+    #[error(
+        "no enviador is registered for tipo `{tipo}` in this binary, so nothing was enqueued; \
+         add `#[enviador(tipo = \"{tipo}\")]` to an async fn of the crate that sends it and make sure \
+         that crate is linked (registered tipos: {registrados:?})"
+    )]
+    TipoNaoRegistrado {
+        /// The tipo that was asked for.
+        tipo: String,
+        /// The tipos this binary can send.
+        registrados: Vec<&'static str>,
+    },
+
+    /// A tipo string does not follow the rules of [`crate::tipo`].
+    #[error("invalid tipo {tipo:?}: {motivo}")]
+    TipoInvalido {
+        /// The offending tipo.
+        tipo: String,
+        /// Which rule it breaks.
+        motivo: &'static str,
+    },
+
+    /// Two `#[enviador]` in different crates of this binary claim the same tipo.
+    #[error(
+        "tipo `{tipo}` has two enviadores in this binary: `{primeiro}` and `{segundo}`; \
+         a tipo must have exactly one sender, remove or rename one of them"
+    )]
+    TipoDuplicado {
+        /// The tipo registered twice.
+        tipo: &'static str,
+        /// `module::Type` of the first registration.
+        primeiro: String,
+        /// `module::Type` of the second registration.
+        segundo: String,
+    },
+
+    /// The serialized payload is larger than the saída accepts.
+    #[error(
+        "payload of tipo `{tipo}` is {tamanho} bytes, over the limit of {limite} bytes, so nothing \
+         was enqueued; send a reference to the data instead, or raise the limit with \
+         `Saida::com_limite_payload`"
+    )]
+    PayloadGrande {
+        /// The tipo of the payload.
+        tipo: String,
+        /// Its size in bytes, serialized.
+        tamanho: usize,
+        /// The limit in force.
+        limite: usize,
+    },
+
+    /// The payload could not be serialized to JSON.
+    #[error("payload of tipo `{tipo}` does not serialize to JSON: {fonte}")]
+    Serializacao {
+        /// The tipo of the payload.
+        tipo: String,
+        /// serde_json's error.
+        #[source]
+        fonte: serde_json::Error,
+    },
+
+    /// The mensageria tables are missing from the database this pool points at.
+    #[error(
+        "the mensageria schema is missing (no `{tabela}` table in the current schema/search_path); \
+         the app that owns this schema must run `mensageria_core::migrar(&pool)` (or \
+         `mensageria migrar`) before the others start"
+    )]
+    SchemaAusente {
+        /// The table that was looked for.
+        tabela: &'static str,
+    },
+
+    /// The mensageria schema exists but is older than this version of the library needs.
+    #[error(
+        "the mensageria schema is at version {aplicada} but this build needs version {esperada}; \
+         upgrade and redeploy the app that owns the schema (it runs `migrar`) before this one"
+    )]
+    SchemaDesatualizado {
+        /// The newest migration applied in the database.
+        aplicada: i64,
+        /// The newest migration this build knows.
+        esperada: i64,
+    },
+
+    /// Running the migrations failed.
+    #[error("migrating the mensageria schema failed: {0}")]
+    Migracao(#[from] sqlx::migrate::MigrateError),
+
+    /// The database answered with an error or could not be reached.
+    #[error("database error: {0}")]
+    Banco(#[from] sqlx::Error),
+}

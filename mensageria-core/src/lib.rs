@@ -1,0 +1,69 @@
+#![doc = include_str!("../../README.md")]
+//!
+//! # Crate map
+//!
+//! - [`saida`]: the saída (transactional outbox) and [`enfileirar`].
+//! - [`enviador`](mod@enviador): the [`Enviador`] contract, [`ContextoEnvio`] and [`FalhaEnvio`].
+//! - [`registro`]: the link-time [`Registro`] of enviadores.
+//! - [`schema`]: [`migrar`] for the schema's owner and [`verificar_schema`] for the others.
+//! - [`banco`]: the stores ([`Banco`] for PostgreSQL and SQLite).
+//! - [`correlacao`]: the correlation id carried from an enqueue to its deliveries.
+//! - [`tipo`]: what a valid `tipo` looks like.
+
+pub mod banco;
+pub mod correlacao;
+pub mod enviador;
+mod erro;
+pub mod registro;
+pub mod saida;
+pub mod schema;
+pub mod tipo;
+
+pub use banco::Banco;
+pub use enviador::{ContextoEnvio, Enviador, FalhaEnvio};
+pub use erro::Erro;
+/// Registers an async function as the sender (enviador) of one tipo.
+///
+/// ```
+/// use mensageria_core::{ContextoEnvio, FalhaEnvio, enviador};
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct EncerramentoMdfe { chave_mdfe: String }
+///
+/// #[enviador(tipo = "mdfe.encerramento")]
+/// async fn enviar_encerramento(evento: EncerramentoMdfe, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+///     // deliver `evento`; Err(FalhaEnvio::Temporaria) to retry, Err(FalhaEnvio::Permanente) to dead-letter
+///     Ok(())
+/// }
+///
+/// assert_eq!(<EncerramentoMdfe as mensageria_core::Enviador>::TIPO, "mdfe.encerramento");
+/// assert!(mensageria_core::Registro::global().tipos().contains(&"mdfe.encerramento"));
+/// ```
+///
+/// The function keeps its name and stays callable. The attribute adds:
+///
+/// - `impl Enviador for Payload`, so [`enfileirar`] accepts the payload (and nothing without an
+///   enviador compiles); a second `#[enviador]` for the same payload type is a conflicting impl;
+/// - a link-time registration in the [`Registro`]: the relay claims this tipo and calls this
+///   function for each delivery;
+/// - a crate-wide marker, so the same tipo twice in one crate does not compile (across crates,
+///   [`Registro::validar`] reports it).
+///
+/// Rules, each checked with an error at the offending token: `tipo = "..."` is the only argument
+/// and follows [`tipo`](mod@tipo)'s alphabet; the function is a free `async fn` without generics,
+/// taking the payload by value (a type of this crate implementing `Serialize` and
+/// `Deserialize`) and `&ContextoEnvio`, returning `Result<(), FalhaEnvio>`, and its future is
+/// `Send`.
+pub use mensageria_macros::enviador;
+pub use registro::{EnviadorRegistrado, Registro};
+pub use saida::{LIMITE_PAYLOAD_PADRAO, Saida, enfileirar, enfileirar_json};
+pub use schema::{VersaoSchema, migrar, verificar_schema};
+
+/// Re-exported so applications use the same sqlx as mensageria.
+pub use sqlx;
+
+/// Support for generated code. Not public API: it changes without notice.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::enviador::despachar;
+    pub use crate::registro::EnviadorRegistrado;
+    pub use inventory;
+}

@@ -1,0 +1,17 @@
+//! The attributes of mensageria. Use them through `mensageria_core::enviador` and
+//! `mensageria_axum::receptor`; their documentation lives there.
+//!
+//! Entry points only: each attribute parses its arguments (`args`), builds and checks a typed
+//! model of the user's function (`model`) and emits glue that calls hand-written functions of
+//! the runtime crates (`expand`). Everything works on `proc_macro2` so it is unit-testable.
+
+use proc_macro::TokenStream;
+
+mod enviador;
+mod tipo;
+
+/// Registers an async function as the sender of one tipo: `#[enviador(tipo = "...")]`.
+#[proc_macro_attribute]
+pub fn enviador(args: TokenStream, item: TokenStream) -> TokenStream {
+    enviador::expand(args.into(), item.into()).into()
+}

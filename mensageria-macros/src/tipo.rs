@@ -1,0 +1,63 @@
+//! The tipo rules, checked at compile time (the runtime twin is `mensageria_core::tipo`).
+
+use syn::LitStr;
+
+/// Checks a tipo literal; the error points at it and says which rule it breaks.
+pub(crate) fn validar(lit: &LitStr) -> syn::Result<String> {
+    let tipo = lit.value();
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let erro = if tipo.is_empty() {
+        Some("the tipo is empty")
+    } else if tipo.len() > 128 {
+        Some("the tipo is longer than 128 bytes")
+    } else if !tipo
+        .chars()
+        .all(|c| alnum(c) || matches!(c, '.' | '_' | '-'))
+    {
+        Some("a tipo uses only lowercase ASCII letters, digits, '.', '_' and '-'")
+    } else if !tipo.starts_with(alnum) || !tipo.ends_with(alnum) {
+        Some("a tipo starts and ends with a lowercase letter or a digit")
+    } else {
+        None
+    };
+    match erro {
+        Some(regra) => Err(syn::Error::new_spanned(
+            lit,
+            format!("invalid tipo {tipo:?}: {regra}, e.g. \"mdfe.encerramento\""),
+        )),
+        None => Ok(tipo),
+    }
+}
+
+/// An identifier fragment that is distinct for distinct (valid) tipos.
+pub(crate) fn identificador(tipo: &str) -> String {
+    tipo.chars()
+        .map(|c| match c {
+            '.' => "_p".to_owned(),
+            '-' => "_h".to_owned(),
+            '_' => "_u".to_owned(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    #[test]
+    fn identificador_e_injetivo() {
+        let tipos = ["a.b", "a-b", "a_b", "a_pb", "a_p.b", "ab"];
+        let mut vistos: Vec<String> = tipos.iter().map(|t| identificador(t)).collect();
+        vistos.sort();
+        vistos.dedup();
+        assert_eq!(vistos.len(), tipos.len());
+    }
+
+    #[test]
+    fn recusa_tipo_com_maiuscula_apontando_o_literal() {
+        let lit: LitStr = syn::parse_quote!("Mdfe.Encerramento");
+        let erro = validar(&lit).unwrap_err().to_string();
+        assert!(erro.contains("lowercase"), "{erro}");
+    }
+}

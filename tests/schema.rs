@@ -1,0 +1,71 @@
+//! Schema ownership: `migrar` for the owner, `verificar_schema` for everybody else.
+
+use mensageria_core::{Erro, migrar, verificar_schema};
+use mensageria_testes::{PgIsolado, nos_dois_bancos};
+
+nos_dois_bancos! {
+    async fn migrar_duas_vezes_e_no_op(db) {
+        migrar(&db.pool).await.unwrap();
+        sqlx::query("INSERT INTO mensageria_apps (app, tipo) VALUES ('a', 'b')")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        migrar(&db.pool).await.unwrap();
+        let apps: i64 = sqlx::query_scalar("SELECT count(*) FROM mensageria_apps")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(apps, 1, "a second migrar keeps the data");
+        let versao = verificar_schema(&db.pool).await.unwrap();
+        assert_eq!(versao.aplicada, versao.esperada);
+        // Our own migrations table, never the application's.
+        let nossas: i64 = sqlx::query_scalar("SELECT count(*) FROM _mensageria_migrations")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(nossas, versao.esperada);
+        assert!(sqlx::query("SELECT 1 FROM _sqlx_migrations").fetch_all(&db.pool).await.is_err());
+    }
+}
+
+nos_dois_bancos! {
+    async fn nao_dono_em_schema_vazio_recebe_erro_claro_e_nada_muda(db) {
+        let erro = verificar_schema(&db.pool).await.unwrap_err();
+        assert!(matches!(erro, Erro::SchemaAusente { .. }), "{erro:?}");
+        let mensagem = erro.to_string();
+        assert!(mensagem.contains("migrar"), "{mensagem}");
+        assert!(mensagem.contains("owns"), "{mensagem}");
+        // Checking created nothing.
+        assert!(
+            sqlx::query("SELECT 1 FROM mensageria_saida").fetch_all(&db.pool).await.is_err(),
+            "verificar_schema must never migrate"
+        );
+    }
+}
+
+nos_dois_bancos! {
+    async fn schema_mais_velho_que_o_build_e_recusado(db) {
+        migrar(&db.pool).await.unwrap();
+        // Pretend the database stopped at a version before this build's newest one.
+        sqlx::query("UPDATE _mensageria_migrations SET version = -1")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        match verificar_schema(&db.pool).await.unwrap_err() {
+            Erro::SchemaDesatualizado { aplicada, esperada } => assert_eq!((aplicada, esperada), (-1, 1)),
+            outro => panic!("expected SchemaDesatualizado, got {outro:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dois_donos_migrando_ao_mesmo_tempo_nao_colidem() {
+    let db = PgIsolado::novo().await;
+    let outro = db.outro_pool(2).await;
+    let (a, b) = tokio::join!(migrar(&db.pool), migrar(&outro));
+    a.unwrap();
+    b.unwrap();
+    verificar_schema(&outro).await.unwrap();
+    outro.close().await;
+    db.descartar().await;
+}
