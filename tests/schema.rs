@@ -69,3 +69,30 @@ async fn dois_donos_migrando_ao_mesmo_tempo_nao_colidem() {
     outro.close().await;
     db.descartar().await;
 }
+
+/// This binary registers no enviador: it is a pure receiver, and its relay is a harmless no-op
+/// that leaves every row of the shared saída alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_de_receptor_puro_nao_toca_em_nada() {
+    use mensageria_core::relay::{Config, Relay};
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    migrar(&db.pool).await.unwrap();
+    sqlx::query(
+        "INSERT INTO mensageria_saida (id_mensagem, tipo, payload) VALUES ('x', 'de.outro', '{}')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let relay = Relay::new(db.pool.clone(), Config::new("fiscal"));
+    assert_eq!(relay.drenar().await.unwrap().reivindicadas, 0);
+    let handle = relay.spawn().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(handle.rodando(), "idles instead of exiting");
+    handle.shutdown(std::time::Duration::from_secs(1)).await;
+    let (tentativas, lease): (i32, Option<i64>) =
+        sqlx::query_as("SELECT tentativas, lease_token FROM mensageria_saida")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!((tentativas, lease), (0, None));
+}

@@ -88,6 +88,10 @@ pub enum Erro {
         esperada: i64,
     },
 
+    /// A setting is invalid; the message says which and why.
+    #[error("invalid mensageria configuration: {0}")]
+    Configuracao(String),
+
     /// Running the migrations failed.
     #[error("migrating the mensageria schema failed: {0}")]
     Migracao(#[from] sqlx::migrate::MigrateError),

@@ -7,19 +7,26 @@
 //! - [`registro`]: the link-time [`Registro`] of enviadores.
 //! - [`schema`]: [`migrar`] for the schema's owner and [`verificar_schema`] for the others.
 //! - [`banco`]: the stores ([`Banco`] for PostgreSQL and SQLite).
+//! - [`relay`]: the [`Relay`](relay::Relay) that delivers the saída, at least once.
+//! - [`destino`]: the HTTP [`Destino`] enviadores post to (feature `http`).
 //! - [`correlacao`]: the correlation id carried from an enqueue to its deliveries.
 //! - [`tipo`]: what a valid `tipo` looks like.
 
 pub mod banco;
 pub mod correlacao;
+#[cfg(feature = "http")]
+pub mod destino;
 pub mod enviador;
 mod erro;
 pub mod registro;
+pub mod relay;
 pub mod saida;
 pub mod schema;
 pub mod tipo;
 
 pub use banco::Banco;
+#[cfg(feature = "http")]
+pub use destino::Destino;
 pub use enviador::{ContextoEnvio, Enviador, FalhaEnvio};
 pub use erro::Erro;
 /// Registers an async function as the sender (enviador) of one tipo.

@@ -163,6 +163,8 @@ impl Saida {
         )
         .await?;
         tracing::debug!(%id_mensagem, tipo, bytes = json.len(), "mensageria: enqueued");
+        metrics::counter!("mensageria_enqueued_total", "tipo" => tipo.to_owned()).increment(1);
+        crate::relay::acordar();
         Ok(id_mensagem)
     }
 }

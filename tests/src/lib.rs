@@ -125,3 +125,183 @@ macro_rules! nos_dois_bancos {
         }
     };
 }
+
+/// A real HTTP receiver on 127.0.0.1 (own port) that records every delivery and answers as told.
+pub mod servidor {
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use axum::extract::{Path, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+
+    /// How the server answers.
+    #[derive(Clone, Debug)]
+    pub enum Resposta {
+        /// 200.
+        Ok,
+        /// This status, with `Retry-After` if given.
+        Status(u16, Option<u64>),
+        /// Wait, then 200.
+        Demorar(Duration),
+    }
+
+    /// One request as received.
+    #[derive(Clone, Debug)]
+    pub struct Recebida {
+        /// The path's tipo.
+        pub tipo: String,
+        /// `x-request-id`.
+        pub id: String,
+        /// `x-mensageria-tentativa`.
+        pub tentativa: String,
+        /// `authorization`.
+        pub autorizacao: Option<String>,
+        /// The body.
+        pub corpo: String,
+        /// The status we answered.
+        pub status: u16,
+    }
+
+    #[derive(Default)]
+    struct Estado {
+        padrao: Option<Resposta>,
+        /// Answers for bodies containing a marker, checked first.
+        por_marcador: Vec<(String, Resposta)>,
+        recebidas: Vec<Recebida>,
+    }
+
+    /// The running server.
+    #[derive(Clone)]
+    pub struct Servidor {
+        /// Where it listens.
+        pub endereco: SocketAddr,
+        estado: Arc<Mutex<Estado>>,
+    }
+
+    impl Servidor {
+        /// Starts on a free port of 127.0.0.1, answering 200.
+        pub async fn iniciar() -> Self {
+            let estado = Arc::new(Mutex::new(Estado::default()));
+            let app = axum::Router::new()
+                .route("/m2m/{tipo}", post(receber))
+                .with_state(Arc::clone(&estado));
+            let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind 127.0.0.1:0");
+            let endereco = ouvinte.local_addr().expect("local address");
+            tokio::spawn(async move {
+                let _ = axum::serve(ouvinte, app).await;
+            });
+            Self { endereco, estado }
+        }
+
+        /// `http://127.0.0.1:port`.
+        pub fn url(&self) -> String {
+            format!("http://{}", self.endereco)
+        }
+
+        /// Sets the default answer.
+        pub fn responder(&self, resposta: Resposta) {
+            self.estado.lock().unwrap().padrao = Some(resposta);
+        }
+
+        /// Answers `resposta` to bodies that contain `marcador`.
+        pub fn responder_se_contem(&self, marcador: &str, resposta: Resposta) {
+            self.estado
+                .lock()
+                .unwrap()
+                .por_marcador
+                .push((marcador.to_owned(), resposta));
+        }
+
+        /// Every request so far.
+        pub fn recebidas(&self) -> Vec<Recebida> {
+            self.estado.lock().unwrap().recebidas.clone()
+        }
+
+        /// Requests answered 2xx, per message id.
+        pub fn aceitas_por_id(&self) -> HashMap<String, usize> {
+            let mut contagem = HashMap::new();
+            for r in self
+                .recebidas()
+                .into_iter()
+                .filter(|r| (200..300).contains(&r.status))
+            {
+                *contagem.entry(r.id).or_insert(0) += 1;
+            }
+            contagem
+        }
+    }
+
+    async fn receber(
+        State(estado): State<Arc<Mutex<Estado>>>,
+        Path(tipo): Path<String>,
+        cabecalhos: HeaderMap,
+        corpo: String,
+    ) -> Response {
+        let texto = |nome: &str| {
+            cabecalhos
+                .get(nome)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let resposta = {
+            let estado = estado.lock().unwrap();
+            estado
+                .por_marcador
+                .iter()
+                .find(|(marcador, _)| corpo.contains(marcador.as_str()))
+                .map(|(_, r)| r.clone())
+                .or_else(|| estado.padrao.clone())
+                .unwrap_or(Resposta::Ok)
+        };
+        if let Resposta::Demorar(tempo) = &resposta {
+            tokio::time::sleep(*tempo).await;
+        }
+        let (status, retry_after) = match resposta {
+            Resposta::Status(s, r) => (s, r),
+            _ => (200, None),
+        };
+        estado.lock().unwrap().recebidas.push(Recebida {
+            tipo,
+            id: texto("x-request-id").unwrap_or_default(),
+            tentativa: texto("x-mensageria-tentativa").unwrap_or_default(),
+            autorizacao: texto("authorization"),
+            corpo,
+            status,
+        });
+        let mut resposta = StatusCode::from_u16(status).unwrap().into_response();
+        if let Some(segundos) = retry_after {
+            resposta
+                .headers_mut()
+                .insert("retry-after", segundos.to_string().parse().unwrap());
+        }
+        resposta
+    }
+}
+
+/// Whether `pool` is a PostgreSQL pool, for the few statements whose SQL differs by backend.
+pub fn e_postgres<P>(pool: &P) -> bool {
+    std::any::type_name_of_val(pool).contains("Postgres")
+}
+
+/// Polls `condicao` every 20 ms until it holds, failing the test after `limite`. For waiting on
+/// a final state, never for measuring speed.
+pub async fn esperar_ate<F, Fut>(limite: std::time::Duration, mut condicao: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let fim = tokio::time::Instant::now() + limite;
+    while !condicao().await {
+        assert!(
+            tokio::time::Instant::now() < fim,
+            "condition not reached within {limite:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -28,6 +28,32 @@ pub struct NovaMensagem<'a> {
     pub correlacao: Option<&'a str>,
 }
 
+/// A row the relay has just leased.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Reivindicada {
+    pub id: i64,
+    pub id_mensagem: Uuid,
+    pub tipo: String,
+    pub payload: String,
+    pub correlacao: Option<String>,
+    /// Attempts so far, this one included.
+    pub tentativas: i32,
+    /// Age of the message at claim time (database clock), in milliseconds.
+    pub idade_ms: i64,
+}
+
+/// What one claim asks for.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Pedido<'a> {
+    pub tipos: &'a [&'a str],
+    pub lote: i64,
+    pub lease_ms: i64,
+    pub dono: &'a str,
+    pub token: i64,
+}
+
 /// A database mensageria can store its tables in: PostgreSQL or SQLite.
 pub trait Banco: sqlx::Database + selado::Selado {
     /// Applies the migrations that are missing. See [`crate::migrar`].
@@ -55,6 +81,77 @@ pub trait Banco: sqlx::Database + selado::Selado {
     where
         E: Executor<'e, Database = Self> + 'm,
         'e: 'm;
+
+    /// Leases up to `pedido.lote` due rows of `pedido.tipos`: bumps their attempts, pushes their
+    /// next attempt to the lease's end (database clock) and stamps the fencing token.
+    #[doc(hidden)]
+    fn reivindicar(
+        pool: &Pool<Self>,
+        pedido: Pedido<'_>,
+    ) -> impl Future<Output = Result<Vec<Reivindicada>, sqlx::Error>> + Send;
+
+    /// Deletes a delivered row, if the lease `token` is still ours.
+    #[doc(hidden)]
+    fn confirmar(
+        pool: &Pool<Self>,
+        id: i64,
+        token: i64,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+    /// Schedules a retry in `atraso_ms`, if the lease `token` is still ours.
+    #[doc(hidden)]
+    fn reagendar(
+        pool: &Pool<Self>,
+        id: i64,
+        token: i64,
+        atraso_ms: i64,
+        erro: &str,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+    /// Moves a row to the dead letters, if the lease `token` is still ours.
+    #[doc(hidden)]
+    fn matar(
+        pool: &Pool<Self>,
+        id: i64,
+        token: i64,
+        erro: &str,
+        app: &str,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+    /// Gives leased rows back untouched (their attempt did not happen): due now, one attempt less.
+    #[doc(hidden)]
+    fn liberar(
+        pool: &Pool<Self>,
+        id: i64,
+        token: i64,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+    /// Records (or refreshes) that `app` claims `tipos`; returns the other apps that claim any
+    /// of them, as `(app, tipo)`.
+    #[doc(hidden)]
+    fn registrar_app(
+        pool: &Pool<Self>,
+        app: &str,
+        tipos: &[&str],
+    ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
+
+    /// Puts dead letters back in the saída with attempts reset: one (`Some(id)`) or every one of
+    /// `tipo` (`None`). Returns how many moved.
+    #[doc(hidden)]
+    fn reenfileirar_mortas(
+        pool: &Pool<Self>,
+        id_mensagem: Option<Uuid>,
+        tipo: Option<&str>,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Leader mode: tries the app's transaction-scoped advisory lock and, when it is ours, returns
+    /// the transaction that holds it (commit or drop it to step down). `Ok(None)`: another replica
+    /// leads this tick. Backends without advisory locks return a transaction that holds nothing.
+    #[doc(hidden)]
+    fn liderar(
+        pool: &Pool<Self>,
+        chave: i64,
+    ) -> impl Future<Output = Result<Option<sqlx::Transaction<'static, Self>>, sqlx::Error>> + Send;
 }
 
 mod selado {

@@ -5,7 +5,29 @@ use std::sync::LazyLock;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Executor, PgPool, Postgres};
 
-use super::{Banco, NovaMensagem, TABELA_MIGRACOES, ultima_versao};
+use super::{Banco, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+
+/// The claim (see `reivindicar`). Public only for the plan regression test.
+#[doc(hidden)]
+pub const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
+         SELECT f.id FROM unnest($1::text[]) AS t(tipo) \
+         CROSS JOIN LATERAL ( \
+             SELECT s.id FROM mensageria_saida s \
+             WHERE s.tipo = t.tipo AND s.proxima_tentativa_em <= now() \
+             ORDER BY s.proxima_tentativa_em, s.id \
+             LIMIT $2 FOR UPDATE SKIP LOCKED \
+         ) f \
+         LIMIT $2 \
+     ) \
+     UPDATE mensageria_saida s SET \
+         tentativas = s.tentativas + 1, \
+         proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000), \
+         lease_ate = now() + make_interval(secs => $3::float8 / 1000), \
+         lease_dono = $4, \
+         lease_token = $5 \
+     FROM alvo WHERE s.id = alvo.id \
+     RETURNING s.id, s.id_mensagem, s.tipo, s.payload::text, s.correlacao, s.tentativas, \
+         (extract(epoch FROM now() - s.criada_em) * 1000)::int8";
 
 static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrador = sqlx::migrate!("migrations/postgres");
@@ -58,5 +80,166 @@ impl Banco for Postgres {
         .execute(executor)
         .await
         .map(drop)
+    }
+
+    async fn reivindicar(pool: &PgPool, p: Pedido<'_>) -> Result<Vec<Reivindicada>, sqlx::Error> {
+        // One index-ordered probe per tipo (LATERAL), so the plan walks
+        // mensageria_saida_fila from the head of each tipo and never sorts the backlog; rows of
+        // tipos not in $1 are never read. Not prepared (`persistent(false)`): each claim is
+        // planned with its real parameters, so a plan made while the table was empty (Seq Scan +
+        // Sort) is never reused on a large one.
+        let linhas =
+            sqlx::query_as::<_, (i64, uuid::Uuid, String, String, Option<String>, i32, i64)>(
+                SQL_REIVINDICAR,
+            )
+            .persistent(false)
+            .bind(p.tipos)
+            .bind(p.lote)
+            .bind(p.lease_ms)
+            .bind(p.dono)
+            .bind(p.token)
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas
+            .into_iter()
+            .map(
+                |(id, id_mensagem, tipo, payload, correlacao, tentativas, idade_ms)| Reivindicada {
+                    id,
+                    id_mensagem,
+                    tipo,
+                    payload,
+                    correlacao,
+                    tentativas,
+                    idade_ms,
+                },
+            )
+            .collect())
+    }
+
+    async fn confirmar(pool: &PgPool, id: i64, token: i64) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query("DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2")
+            .bind(id)
+            .bind(token)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn reagendar(
+        pool: &PgPool,
+        id: i64,
+        token: i64,
+        atraso_ms: i64,
+        erro: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(
+            "UPDATE mensageria_saida SET \
+                 proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000), \
+                 ultimo_erro = $4, lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
+             WHERE id = $1 AND lease_token = $2",
+        )
+        .bind(id)
+        .bind(token)
+        .bind(atraso_ms)
+        .bind(erro)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn matar(
+        pool: &PgPool,
+        id: i64,
+        token: i64,
+        erro: &str,
+        app: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(
+            "WITH morta AS ( \
+                 DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2 \
+                 RETURNING id_mensagem, tipo, payload, correlacao, criada_em, tentativas \
+             ) \
+             INSERT INTO mensageria_mortas \
+                 (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app) \
+             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4 FROM morta \
+             ON CONFLICT (id_mensagem) DO UPDATE SET \
+                 morta_em = now(), tentativas = EXCLUDED.tentativas, ultimo_erro = EXCLUDED.ultimo_erro",
+        )
+        .bind(id)
+        .bind(token)
+        .bind(erro)
+        .bind(app)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn liberar(pool: &PgPool, id: i64, token: i64) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(
+            "UPDATE mensageria_saida SET proxima_tentativa_em = now(), \
+                 tentativas = greatest(tentativas - 1, 0), \
+                 lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
+             WHERE id = $1 AND lease_token = $2",
+        )
+        .bind(id)
+        .bind(token)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn registrar_app(
+        pool: &PgPool,
+        app: &str,
+        tipos: &[&str],
+    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO mensageria_apps (app, tipo) SELECT $1, unnest($2::text[]) \
+             ON CONFLICT (app, tipo) DO UPDATE SET visto_em = now()",
+        )
+        .bind(app)
+        .bind(tipos)
+        .execute(pool)
+        .await?;
+        sqlx::query_as(
+            "SELECT app, tipo FROM mensageria_apps WHERE tipo = ANY($2) AND app <> $1 ORDER BY tipo, app",
+        )
+        .bind(app)
+        .bind(tipos)
+        .fetch_all(pool)
+        .await
+    }
+
+    async fn reenfileirar_mortas(
+        pool: &PgPool,
+        id_mensagem: Option<uuid::Uuid>,
+        tipo: Option<&str>,
+    ) -> Result<u64, sqlx::Error> {
+        let r = sqlx::query(
+            "WITH volta AS ( \
+                 DELETE FROM mensageria_mortas \
+                 WHERE ($1::uuid IS NULL OR id_mensagem = $1) AND ($2::text IS NULL OR tipo = $2) \
+                 RETURNING id_mensagem, tipo, payload, correlacao, criada_em \
+             ) \
+             INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao, criada_em) \
+             SELECT id_mensagem, tipo, payload, correlacao, criada_em FROM volta",
+        )
+        .bind(id_mensagem)
+        .bind(tipo)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn liderar(
+        pool: &PgPool,
+        chave: i64,
+    ) -> Result<Option<sqlx::Transaction<'static, Postgres>>, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let lider: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(chave)
+            .fetch_one(&mut *tx)
+            .await?;
+        Ok(lider.then_some(tx))
     }
 }

@@ -8,7 +8,10 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Executor, Sqlite, SqlitePool};
 
-use super::{Banco, NovaMensagem, TABELA_MIGRACOES, ultima_versao};
+use super::{Banco, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+
+/// The database's clock, in milliseconds since the Unix epoch.
+const AGORA: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
 static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrador = sqlx::migrate!("migrations/sqlite");
@@ -87,5 +90,193 @@ impl Banco for Sqlite {
         .execute(executor)
         .await
         .map(drop)
+    }
+
+    async fn reivindicar(
+        pool: &SqlitePool,
+        p: Pedido<'_>,
+    ) -> Result<Vec<Reivindicada>, sqlx::Error> {
+        // SQLite has one writer at a time: the UPDATE ... RETURNING is the claim, atomic against
+        // every other relay on the file.
+        let tipos = serde_json::to_string(p.tipos).expect("a list of strings serializes");
+        let sql = format!(
+            "UPDATE mensageria_saida SET \
+                 tentativas = tentativas + 1, \
+                 proxima_tentativa_em = {AGORA} + $3, \
+                 lease_ate = {AGORA} + $3, lease_dono = $4, lease_token = $5 \
+             WHERE id IN ( \
+                 SELECT id FROM mensageria_saida \
+                 WHERE tipo IN (SELECT value FROM json_each($1)) AND proxima_tentativa_em <= {AGORA} \
+                 ORDER BY proxima_tentativa_em, id LIMIT $2 \
+             ) \
+             RETURNING id, id_mensagem, tipo, payload, correlacao, tentativas, {AGORA} - criada_em"
+        );
+        let linhas = sqlx::query_as::<_, (i64, String, String, String, Option<String>, i32, i64)>(
+            sqlx::AssertSqlSafe(sql),
+        )
+        .bind(tipos)
+        .bind(p.lote)
+        .bind(p.lease_ms)
+        .bind(p.dono)
+        .bind(p.token)
+        .fetch_all(pool)
+        .await?;
+        linhas
+            .into_iter()
+            .map(
+                |(id, id_mensagem, tipo, payload, correlacao, tentativas, idade_ms)| {
+                    Ok(Reivindicada {
+                        id,
+                        id_mensagem: id_mensagem
+                            .parse()
+                            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                        tipo,
+                        payload,
+                        correlacao,
+                        tentativas,
+                        idade_ms,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    async fn confirmar(pool: &SqlitePool, id: i64, token: i64) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query("DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2")
+            .bind(id)
+            .bind(token)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn reagendar(
+        pool: &SqlitePool,
+        id: i64,
+        token: i64,
+        atraso_ms: i64,
+        erro: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let sql = format!(
+            "UPDATE mensageria_saida SET proxima_tentativa_em = {AGORA} + $3, ultimo_erro = $4, \
+                 lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
+             WHERE id = $1 AND lease_token = $2"
+        );
+        let r = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(token)
+            .bind(atraso_ms)
+            .bind(erro)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn matar(
+        pool: &SqlitePool,
+        id: i64,
+        token: i64,
+        erro: &str,
+        app: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let sql = format!(
+            "INSERT INTO mensageria_mortas \
+                 (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app) \
+             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4 \
+             FROM mensageria_saida WHERE id = $1 AND lease_token = $2 \
+             ON CONFLICT (id_mensagem) DO UPDATE SET \
+                 morta_em = {AGORA}, tentativas = excluded.tentativas, ultimo_erro = excluded.ultimo_erro"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(token)
+            .bind(erro)
+            .bind(app)
+            .execute(&mut *tx)
+            .await?;
+        let r = sqlx::query("DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2")
+            .bind(id)
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn liberar(pool: &SqlitePool, id: i64, token: i64) -> Result<bool, sqlx::Error> {
+        let sql = format!(
+            "UPDATE mensageria_saida SET proxima_tentativa_em = {AGORA}, \
+                 tentativas = max(tentativas - 1, 0), \
+                 lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
+             WHERE id = $1 AND lease_token = $2"
+        );
+        let r = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(token)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn registrar_app(
+        pool: &SqlitePool,
+        app: &str,
+        tipos: &[&str],
+    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+        let lista = serde_json::to_string(tipos).expect("a list of strings serializes");
+        let sql = format!(
+            "INSERT INTO mensageria_apps (app, tipo) SELECT $1, value FROM json_each($2) WHERE true \
+             ON CONFLICT (app, tipo) DO UPDATE SET visto_em = {AGORA}"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(app)
+            .bind(&lista)
+            .execute(pool)
+            .await?;
+        sqlx::query_as(
+            "SELECT app, tipo FROM mensageria_apps \
+             WHERE tipo IN (SELECT value FROM json_each($2)) AND app <> $1 ORDER BY tipo, app",
+        )
+        .bind(app)
+        .bind(&lista)
+        .fetch_all(pool)
+        .await
+    }
+
+    async fn reenfileirar_mortas(
+        pool: &SqlitePool,
+        id_mensagem: Option<uuid::Uuid>,
+        tipo: Option<&str>,
+    ) -> Result<u64, sqlx::Error> {
+        let id = id_mensagem.map(|id| id.to_string());
+        let mut tx = pool.begin().await?;
+        let filtro = "($1 IS NULL OR id_mensagem = $1) AND ($2 IS NULL OR tipo = $2)";
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao, criada_em) \
+             SELECT id_mensagem, tipo, payload, correlacao, criada_em FROM mensageria_mortas WHERE {filtro}"
+        )))
+        .bind(&id)
+        .bind(tipo)
+        .execute(&mut *tx)
+        .await?;
+        let r = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM mensageria_mortas WHERE {filtro}"
+        )))
+        .bind(&id)
+        .bind(tipo)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn liderar(
+        pool: &SqlitePool,
+        _chave: i64,
+    ) -> Result<Option<sqlx::Transaction<'static, Sqlite>>, sqlx::Error> {
+        // No advisory locks in SQLite, and a single writer already serializes claims: every
+        // replica may lead. The deferred transaction holds no lock until it is used.
+        pool.begin().await.map(Some)
     }
 }

@@ -1,0 +1,193 @@
+//! How a relay behaves: batch, concurrency, lease, retries, dead-letter limits, mode.
+
+use std::time::Duration;
+
+/// How replicas of one app share the saída.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Modo {
+    /// Every replica claims with `FOR UPDATE SKIP LOCKED`; claims are disjoint.
+    #[default]
+    Todos,
+    /// One replica per app ticks at a time (ADR 0035), elected each tick with a
+    /// transaction-scoped PostgreSQL advisory lock keyed by the app name (works behind
+    /// PgBouncer's transaction pooling). On SQLite every replica may lead. Correctness never
+    /// depends on it: leases and fencing still apply.
+    Lider,
+}
+
+/// The relay's settings. [`Config::new`] gives the defaults below; [`Config::do_ambiente`]
+/// reads the environment on top of them.
+///
+/// ```
+/// use std::time::Duration;
+/// use mensageria_core::relay::Config;
+///
+/// let config = Config::new("emissor").com_lote(100).com_concorrencia(32).com_max_tentativas(10);
+/// assert_eq!(config.app(), "emissor");
+/// assert!(config.validar().is_ok());
+/// assert!(Config::new("x").com_lease(Duration::from_secs(1)).validar().is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) app: String,
+    pub(crate) habilitado: bool,
+    pub(crate) lote: usize,
+    pub(crate) concorrencia: usize,
+    pub(crate) lease: Duration,
+    pub(crate) tempo_limite_envio: Duration,
+    pub(crate) intervalo: Duration,
+    pub(crate) backoff_base: Duration,
+    pub(crate) backoff_max: Duration,
+    pub(crate) max_tentativas: u32,
+    pub(crate) idade_maxima: Duration,
+    pub(crate) modo: Modo,
+    pub(crate) heartbeat: Duration,
+    pub(crate) circuito_limiar: u32,
+}
+
+impl Config {
+    /// The defaults, for the app named `app` (the name in the registration table and in the
+    /// leader lock): batch 64, concurrency 16, lease 60 s, send timeout 20 s, polling every
+    /// 1 s, backoff 1 s doubling to 5 min with jitter, dead letter after 25 attempts or 7 days,
+    /// every replica claims, heartbeat every 15 s, circuit opens after 5 failures in a row.
+    pub fn new(app: impl Into<String>) -> Self {
+        Self {
+            app: app.into(),
+            habilitado: true,
+            lote: 64,
+            concorrencia: 16,
+            lease: Duration::from_secs(60),
+            tempo_limite_envio: Duration::from_secs(20),
+            intervalo: Duration::from_secs(1),
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+            max_tentativas: 25,
+            idade_maxima: Duration::from_secs(7 * 24 * 3600),
+            modo: Modo::Todos,
+            heartbeat: Duration::from_secs(15),
+            circuito_limiar: 5,
+        }
+    }
+
+    /// [`Config::new`] with `MENSAGERIA_APP` (else `app`) and `MENSAGERIA_RELAY_ENABLED`
+    /// (`false`/`0`/`no`/`off` keeps the relay from starting at all: only an idle-loop saving
+    /// for pure receivers, whose relay is a no-op anyway).
+    pub fn do_ambiente(app: impl Into<String>) -> Self {
+        let mut config = Self::new(std::env::var("MENSAGERIA_APP").unwrap_or_else(|_| app.into()));
+        if let Ok(valor) = std::env::var("MENSAGERIA_RELAY_ENABLED") {
+            config.habilitado = !matches!(
+                valor.trim().to_ascii_lowercase().as_str(),
+                "false" | "0" | "no" | "off"
+            );
+        }
+        config
+    }
+
+    /// The app's name.
+    pub fn app(&self) -> &str {
+        &self.app
+    }
+
+    /// Starts the relay or not (see [`Config::do_ambiente`]).
+    pub fn com_habilitado(mut self, habilitado: bool) -> Self {
+        self.habilitado = habilitado;
+        self
+    }
+
+    /// Rows claimed per round trip.
+    pub fn com_lote(mut self, lote: usize) -> Self {
+        self.lote = lote;
+        self
+    }
+
+    /// Deliveries in flight at once.
+    pub fn com_concorrencia(mut self, concorrencia: usize) -> Self {
+        self.concorrencia = concorrencia;
+        self
+    }
+
+    /// How long a claimed row stays ours (database clock). Must exceed the send timeout.
+    pub fn com_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The longest one send may take before it counts as a temporary failure.
+    pub fn com_tempo_limite_envio(mut self, tempo: Duration) -> Self {
+        self.tempo_limite_envio = tempo;
+        self
+    }
+
+    /// How often an idle relay looks at the saída (wake-ups from enqueues in this process come
+    /// sooner).
+    pub fn com_intervalo(mut self, intervalo: Duration) -> Self {
+        self.intervalo = intervalo;
+        self
+    }
+
+    /// The first retry delay and the cap of the exponential backoff.
+    pub fn com_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.backoff_base = base;
+        self.backoff_max = max;
+        self
+    }
+
+    /// Attempts before a message that keeps failing temporarily goes to dead letters.
+    pub fn com_max_tentativas(mut self, max: u32) -> Self {
+        self.max_tentativas = max;
+        self
+    }
+
+    /// Age after which a message that keeps failing temporarily goes to dead letters.
+    pub fn com_idade_maxima(mut self, idade: Duration) -> Self {
+        self.idade_maxima = idade;
+        self
+    }
+
+    /// How replicas share the saída.
+    pub fn com_modo(mut self, modo: Modo) -> Self {
+        self.modo = modo;
+        self
+    }
+
+    /// How often the relay refreshes its row in the registration table.
+    pub fn com_heartbeat(mut self, heartbeat: Duration) -> Self {
+        self.heartbeat = heartbeat;
+        self
+    }
+
+    /// Temporary failures in a row of one tipo after which its circuit opens (its destination
+    /// then gets one probe per cool-down instead of a retry storm).
+    pub fn com_circuito_limiar(mut self, falhas: u32) -> Self {
+        self.circuito_limiar = falhas;
+        self
+    }
+
+    /// The redelivery horizon: after this long a message is either delivered or dead. A
+    /// receptor's dedup retention must be longer (see the receptor's configuration).
+    pub fn horizonte_de_reentrega(&self) -> Duration {
+        self.idade_maxima + self.backoff_max + self.lease
+    }
+
+    /// Checks the settings hang together.
+    pub fn validar(&self) -> Result<(), String> {
+        if self.app.trim().is_empty() {
+            return Err("the app name is empty; name the app (it keys the registration table and the leader lock)".into());
+        }
+        if self.lote == 0 || self.concorrencia == 0 || self.max_tentativas == 0 {
+            return Err("batch, concurrency and max attempts must be at least 1".into());
+        }
+        if self.lease <= self.tempo_limite_envio {
+            return Err(format!(
+                "the lease ({:?}) must be longer than the send timeout ({:?}), or a slow send \
+                 would be redelivered while still running",
+                self.lease, self.tempo_limite_envio
+            ));
+        }
+        if self.backoff_base.is_zero() || self.backoff_max < self.backoff_base {
+            return Err("backoff base must be > 0 and <= its cap".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,185 @@
+//! The relay: claims the rows of the tipos this binary registered and delivers them, at least
+//! once, whatever fails in between.
+//!
+//! ```no_run
+//! # async fn exemplo(pool: sqlx::PgPool) -> Result<(), mensageria_core::Erro> {
+//! use std::time::Duration;
+//! use mensageria_core::relay::{Config, Relay};
+//!
+//! let relay = Relay::new(pool, Config::do_ambiente("emissor")).spawn()?;
+//! // ... serve ...
+//! relay.shutdown(Duration::from_secs(10)).await; // finish in-flight sends, release the rest
+//! # Ok(()) }
+//! ```
+//!
+//! # What one round does
+//!
+//! 1. Claim: a short transaction leases up to `lote` due rows **of this binary's tipos only**
+//!    (`Registro::global().tipos()`; on a shared schema other apps' rows are never read, leased,
+//!    counted or dead-lettered), bumping their attempts, pushing their next attempt to the lease's
+//!    end and stamping a fencing token. PostgreSQL: `FOR UPDATE SKIP LOCKED`, one index-ordered
+//!    probe per tipo, planned per call. SQLite: one `UPDATE … RETURNING` (single writer).
+//! 2. Deliver, outside any transaction, up to `concorrencia` at once, each bounded by the send
+//!    timeout, each in a `mensageria.entrega` span.
+//! 3. Settle, each `WHERE lease_token = ours` (a late answer after the lease expired and another
+//!    relay reclaimed the row changes nothing): delivered → delete; `FalhaEnvio::Permanente` →
+//!    dead letter; `FalhaEnvio::Temporaria`, timeout or panic → retry after backoff, or dead
+//!    letter past `max_tentativas`/`idade_maxima`.
+//!
+//! A relay killed at any point loses nothing: a leased row becomes due again when its lease
+//! ends. Database errors are retried with backoff and logged once per period.
+
+mod backoff;
+mod circuito;
+mod config;
+mod motor;
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use sqlx::Pool;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{Config, Modo};
+
+use crate::enviador::Recursos;
+use crate::{Banco, Erro, Registro};
+
+static ACORDAR: LazyLock<Notify> = LazyLock::new(Notify::new);
+
+/// Wakes the relays of this process: something was enqueued. [`enfileirar`](crate::enfileirar)
+/// calls it for you; the relay then looks at the saída at once (and again shortly after, since
+/// the enqueuing transaction may not have committed yet) instead of at its next poll.
+pub fn acordar() {
+    ACORDAR.notify_waiters();
+}
+
+/// What one [`Relay::rodada`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Rodada {
+    /// Rows claimed.
+    pub reivindicadas: usize,
+    /// Delivered and deleted.
+    pub entregues: usize,
+    /// Scheduled for another attempt.
+    pub reagendadas: usize,
+    /// Moved to dead letters.
+    pub mortas: usize,
+    /// Settlements refused because the lease had moved on (fenced).
+    pub cercadas: usize,
+}
+
+/// A relay over one pool. Build it, add the resources your enviadores use, then
+/// [`spawn`](Relay::spawn) it, or drive it yourself with [`rodada`](Relay::rodada) in tests.
+pub struct Relay<DB: Banco> {
+    motor: motor::Motor<DB>,
+}
+
+impl<DB: Banco> Relay<DB> {
+    /// A relay for the tipos registered in this binary.
+    pub fn new(pool: Pool<DB>, config: Config) -> Self {
+        Self {
+            motor: motor::Motor::new(pool, config, Recursos::default()),
+        }
+    }
+
+    /// Hands a resource to every delivery (reach it with
+    /// [`ContextoEnvio::recurso`](crate::ContextoEnvio::recurso)), e.g. a [`Destino`](crate::Destino).
+    pub fn recurso<R: Send + Sync + 'static>(mut self, recurso: R) -> Self {
+        self.motor.recursos.inserir(recurso);
+        self
+    }
+
+    /// One claim-deliver-settle round, waiting for every delivery it started: the building
+    /// block of tests that must not sleep.
+    pub async fn rodada(&self) -> Result<Rodada, Erro> {
+        self.motor.rodada_completa().await
+    }
+
+    /// Rounds until one claims nothing (everything due is delivered, rescheduled or dead).
+    pub async fn drenar(&self) -> Result<Rodada, Erro> {
+        let mut total = Rodada::default();
+        loop {
+            let rodada = self.rodada().await?;
+            if rodada.reivindicadas == 0 {
+                return Ok(total);
+            }
+            total.reivindicadas += rodada.reivindicadas;
+            total.entregues += rodada.entregues;
+            total.reagendadas += rodada.reagendadas;
+            total.mortas += rodada.mortas;
+            total.cercadas += rodada.cercadas;
+        }
+    }
+
+    /// Starts the relay in the background.
+    ///
+    /// Fails when the registry is inconsistent (a tipo registered by two crates) or the
+    /// configuration does not hang together. With no enviador registered (a pure receiver) the
+    /// relay says so once and idles harmlessly; with `MENSAGERIA_RELAY_ENABLED=false` it does not
+    /// start at all.
+    pub fn spawn(self) -> Result<RelayHandle, Erro> {
+        Registro::global().validar()?;
+        self.motor.config.validar().map_err(Erro::Configuracao)?;
+        let cancelar = CancellationToken::new();
+        let prazo_ms = std::sync::Arc::clone(&self.motor.prazo_ms);
+        let tarefa = if self.motor.config.habilitado {
+            let motor = self.motor;
+            let token = cancelar.clone();
+            Some(tokio::spawn(async move { motor.rodar(token).await }))
+        } else {
+            tracing::info!(app = %self.motor.config.app, "mensageria relay disabled (MENSAGERIA_RELAY_ENABLED=false)");
+            None
+        };
+        Ok(RelayHandle {
+            cancelar,
+            tarefa,
+            prazo_ms,
+        })
+    }
+}
+
+/// A running relay.
+pub struct RelayHandle {
+    cancelar: CancellationToken,
+    tarefa: Option<JoinHandle<Duration>>,
+    prazo_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RelayHandle {
+    /// Stops claiming, lets in-flight deliveries finish for up to `prazo`, then gives the leases
+    /// of whatever was claimed but not delivered back to the saída (due at once).
+    pub async fn shutdown(mut self, prazo: Duration) {
+        self.prazo_ms.store(
+            prazo.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.cancelar.cancel();
+        if let Some(tarefa) = self.tarefa.take() {
+            let _ = tarefa.await;
+        }
+    }
+
+    /// Kills the relay on the spot, as a crash would: nothing is settled or released; leased
+    /// rows come back when their leases end. For fault-injection tests.
+    pub fn abortar(mut self) {
+        if let Some(tarefa) = self.tarefa.take() {
+            tarefa.abort();
+        }
+    }
+
+    /// Whether the relay's task is still running.
+    pub fn rodando(&self) -> bool {
+        self.tarefa.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+impl Drop for RelayHandle {
+    fn drop(&mut self) {
+        // Dropping the handle stops the relay (gracefully, without waiting).
+        self.cancelar.cancel();
+    }
+}

@@ -1,0 +1,523 @@
+//! The relay's engine: the claim loop, the delivery of one row, and its settlement.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::Pool;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::backoff::atraso;
+use super::circuito::{Circuitos, Permissao};
+use super::{ACORDAR, Config, Modo, Rodada};
+use crate::banco::{Pedido, Reivindicada};
+use crate::enviador::Recursos;
+use crate::{Banco, ContextoEnvio, Erro, FalhaEnvio, Registro};
+
+/// How one delivery ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Desfecho {
+    Entregue,
+    Reagendada,
+    Morta,
+    /// The lease had moved on: another relay owns the row now; we changed nothing.
+    Cercada,
+    /// The settlement could not reach the database: the lease will expire and the row come back.
+    SemLiquidacao,
+}
+
+pub(crate) struct Motor<DB: Banco> {
+    pub(crate) pool: Pool<DB>,
+    pub(crate) config: Config,
+    pub(crate) recursos: Recursos,
+    pub(crate) prazo_ms: Arc<AtomicU64>,
+    circuitos: Arc<Mutex<Circuitos>>,
+    giro: AtomicUsize,
+}
+
+/// Aborts a spawned send when the delivery that awaits it is dropped (timeout, shutdown).
+struct AbortarAoSoltar(AbortHandle);
+
+impl Drop for AbortarAoSoltar {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<DB: Banco> Motor<DB> {
+    pub(crate) fn new(pool: Pool<DB>, config: Config, recursos: Recursos) -> Self {
+        let circuitos = Arc::new(Mutex::new(Circuitos::new(config.circuito_limiar)));
+        Self {
+            pool,
+            config,
+            recursos,
+            prazo_ms: Arc::new(AtomicU64::new(10_000)),
+            circuitos,
+            giro: AtomicUsize::new(0),
+        }
+    }
+
+    fn tipos() -> &'static [&'static str] {
+        Registro::global().tipos()
+    }
+
+    /// A fresh fencing token for one claim: 63 random bits.
+    fn token() -> i64 {
+        (fastrand::u64(..) >> 1) as i64
+    }
+
+    /// The leader lock's key: a stable, namespaced FNV-1a hash of the app name (the same on every
+    /// build and toolchain, unlike `DefaultHasher`).
+    pub(crate) fn chave_lider(app: &str) -> i64 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in b"mensageria.relay:".iter().chain(app.as_bytes()) {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        hash as i64
+    }
+
+    fn pedido<'a>(&'a self, tipos: &'a [&'a str], lote: usize, token: i64) -> Pedido<'a> {
+        Pedido {
+            tipos,
+            lote: lote as i64,
+            lease_ms: self.config.lease.as_millis() as i64,
+            dono: &self.config.app,
+            token,
+        }
+    }
+
+    /// Claims up to `limite` rows, honouring each tipo's circuit.
+    async fn reivindicar(
+        &self,
+        limite: usize,
+        token: i64,
+    ) -> Result<Vec<Reivindicada>, sqlx::Error> {
+        let agora = Instant::now();
+        let mut livres = Vec::new();
+        let mut sondas = Vec::new();
+        {
+            let mut circuitos = self.circuitos.lock().expect("circuit lock");
+            for tipo in Self::tipos() {
+                match circuitos.permissao(tipo, agora) {
+                    Permissao::Livre => livres.push(*tipo),
+                    Permissao::Sonda => sondas.push(*tipo),
+                    Permissao::Bloqueado => {}
+                }
+            }
+        }
+        // Rotate so that one tipo's backlog does not always come first.
+        if !livres.is_empty() {
+            let giro = self.giro.fetch_add(1, Ordering::Relaxed) % livres.len();
+            livres.rotate_left(giro);
+        }
+        let mut linhas = Vec::new();
+        for sonda in sondas {
+            let so_ela = [sonda];
+            let achadas = DB::reivindicar(&self.pool, self.pedido(&so_ela, 1, token)).await?;
+            if achadas.is_empty() {
+                // Nothing due to probe with: the circuit has nothing to protect.
+                self.circuitos.lock().expect("circuit lock").sucesso(sonda);
+            }
+            linhas.extend(achadas);
+        }
+        if !livres.is_empty() && linhas.len() < limite {
+            let inicio = Instant::now();
+            linhas.extend(
+                DB::reivindicar(
+                    &self.pool,
+                    self.pedido(&livres, limite - linhas.len(), token),
+                )
+                .await?,
+            );
+            metrics::histogram!("mensageria_claim_seconds").record(inicio.elapsed().as_secs_f64());
+        }
+        Ok(linhas)
+    }
+
+    fn iniciar_entrega(
+        &self,
+        linha: Reivindicada,
+        token: i64,
+    ) -> impl Future<Output = Desfecho> + Send + 'static {
+        entregar(
+            self.pool.clone(),
+            self.config.clone(),
+            self.recursos.clone(),
+            Arc::clone(&self.circuitos),
+            linha,
+            token,
+        )
+    }
+
+    /// One round, waiting for all of its deliveries.
+    pub(crate) async fn rodada_completa(&self) -> Result<Rodada, Erro> {
+        let mut rodada = Rodada::default();
+        if Self::tipos().is_empty() {
+            return Ok(rodada);
+        }
+        let token = Self::token();
+        let linhas = self.reivindicar(self.config.lote, token).await?;
+        rodada.reivindicadas = linhas.len();
+        let mut em_voo = JoinSet::new();
+        for linha in linhas {
+            em_voo.spawn(self.iniciar_entrega(linha, token));
+        }
+        while let Some(desfecho) = em_voo.join_next().await {
+            contar(&mut rodada, desfecho.unwrap_or(Desfecho::SemLiquidacao));
+        }
+        Ok(rodada)
+    }
+
+    /// The background loop, until `cancelar` fires; returns how long the shutdown took.
+    pub(crate) async fn rodar(self, cancelar: CancellationToken) -> Duration {
+        let tipos = Self::tipos();
+        let app = self.config.app.clone();
+        if tipos.is_empty() {
+            tracing::info!(%app, "mensageria relay: no enviador registered in this binary (a pure receiver); the relay has nothing to claim and stays idle");
+            cancelar.cancelled().await;
+            return Duration::ZERO;
+        }
+        tracing::info!(%app, ?tipos, modo = ?self.config.modo, "mensageria relay started; claiming only these tipos");
+
+        let mut banco = SaudeBanco::default();
+        let mut proximo_heartbeat = Instant::now();
+        let mut em_voo: JoinSet<Desfecho> = JoinSet::new();
+        let mut leases: HashMap<tokio::task::Id, (i64, i64)> = HashMap::new();
+        let mut acordado_em: Option<Instant> = None;
+        let mut espera_rapida = Duration::from_millis(2);
+
+        while !cancelar.is_cancelled() {
+            while let Some(Ok((id, _))) = em_voo.try_join_next_with_id() {
+                leases.remove(&id);
+            }
+            if Instant::now() >= proximo_heartbeat {
+                match DB::registrar_app(&self.pool, &app, tipos).await {
+                    Ok(outros) => {
+                        if proximo_heartbeat.elapsed() < self.config.heartbeat && !outros.is_empty()
+                        {
+                            tracing::warn!(%app, concorrentes = ?outros, "mensageria relay: other apps claim some of this app's tipos on this schema (competing consumers); each tipo should have one owner");
+                        }
+                        proximo_heartbeat = Instant::now() + self.config.heartbeat;
+                    }
+                    Err(erro) => banco.falhou(&erro),
+                }
+            }
+
+            let livres = self.config.concorrencia.saturating_sub(em_voo.len());
+            let mut cheia = false;
+            let mut reivindicadas = 0;
+            if livres > 0 {
+                let lider = match self.config.modo {
+                    Modo::Todos => None,
+                    Modo::Lider => match DB::liderar(&self.pool, Self::chave_lider(&app)).await {
+                        Ok(Some(tx)) => Some(tx),
+                        Ok(None) => {
+                            tokio::select! {
+                                _ = cancelar.cancelled() => {}
+                                _ = sleep(self.config.intervalo) => {}
+                            }
+                            continue;
+                        }
+                        Err(erro) => {
+                            banco.falhou(&erro);
+                            espera_ou_cancela(&cancelar, banco.atraso()).await;
+                            continue;
+                        }
+                    },
+                };
+                let lote = livres.min(self.config.lote);
+                let token = Self::token();
+                match self.reivindicar(lote, token).await {
+                    Ok(linhas) => {
+                        banco.voltou(&app);
+                        reivindicadas = linhas.len();
+                        cheia = reivindicadas == lote;
+                        for linha in linhas {
+                            let par = (linha.id, token);
+                            let tarefa = em_voo.spawn(self.iniciar_entrega(linha, token));
+                            leases.insert(tarefa.id(), par);
+                        }
+                    }
+                    Err(erro) => {
+                        banco.falhou(&erro);
+                        drop(lider);
+                        espera_ou_cancela(&cancelar, banco.atraso()).await;
+                        continue;
+                    }
+                }
+                if let Some(tx) = lider {
+                    // Lead until this round is delivered, then step down for the next election.
+                    while let Some(Ok((id, _))) = em_voo.join_next_with_id().await {
+                        leases.remove(&id);
+                    }
+                    let _ = tx.commit().await;
+                }
+            }
+            if cheia {
+                continue; // more may be waiting: claim again at once
+            }
+
+            // Nothing (more) to claim now: wait for a wake-up, a free slot, a probe or the poll.
+            let agora = Instant::now();
+            let mut espera = self.config.intervalo;
+            if let Some(quando) = acordado_em {
+                if reivindicadas == 0 && agora.duration_since(quando) < Duration::from_millis(250) {
+                    // The enqueuing transaction may not have committed yet: look again shortly.
+                    espera = espera_rapida;
+                    espera_rapida = (espera_rapida * 2).min(Duration::from_millis(64));
+                } else {
+                    acordado_em = None;
+                }
+            }
+            if let Some(sonda) = self.circuitos.lock().expect("circuit lock").proxima_sonda() {
+                espera = espera.min(sonda.saturating_duration_since(agora));
+            }
+            let ate = agora + espera;
+            let acordar = ACORDAR.notified();
+            tokio::select! {
+                _ = cancelar.cancelled() => {}
+                _ = acordar => {
+                    acordado_em = Some(Instant::now());
+                    espera_rapida = Duration::from_millis(2);
+                }
+                Some(Ok((id, _))) = em_voo.join_next_with_id(), if !em_voo.is_empty() && livres == 0 => {
+                    leases.remove(&id);
+                }
+                _ = sleep_until(ate) => {}
+            }
+        }
+
+        // Graceful shutdown: no more claims; let in-flight sends finish up to the deadline.
+        let inicio = Instant::now();
+        let prazo = Duration::from_millis(self.prazo_ms.load(Ordering::Relaxed));
+        let _ = timeout(prazo, async {
+            while let Some(resultado) = em_voo.join_next_with_id().await {
+                if let Ok((id, _)) = resultado {
+                    leases.remove(&id);
+                }
+            }
+        })
+        .await;
+        em_voo.abort_all();
+        while let Some(resultado) = em_voo.join_next_with_id().await {
+            if let Ok((id, _)) = resultado {
+                leases.remove(&id);
+            }
+        }
+        // What was claimed but not settled goes back, due now, its attempt not counted.
+        let mut devolvidas = 0;
+        for (id, token) in leases.into_values() {
+            if matches!(DB::liberar(&self.pool, id, token).await, Ok(true)) {
+                devolvidas += 1;
+            }
+        }
+        tracing::info!(%app, devolvidas, "mensageria relay stopped");
+        inicio.elapsed()
+    }
+}
+
+fn contar(rodada: &mut Rodada, desfecho: Desfecho) {
+    match desfecho {
+        Desfecho::Entregue => rodada.entregues += 1,
+        Desfecho::Reagendada => rodada.reagendadas += 1,
+        Desfecho::Morta => rodada.mortas += 1,
+        Desfecho::Cercada => rodada.cercadas += 1,
+        Desfecho::SemLiquidacao => {}
+    }
+}
+
+async fn espera_ou_cancela(cancelar: &CancellationToken, espera: Duration) {
+    tokio::select! {
+        _ = cancelar.cancelled() => {}
+        _ = sleep(espera) => {}
+    }
+}
+
+/// The database's health as the loop sees it: backoff and one log line per period.
+#[derive(Default)]
+struct SaudeBanco {
+    falhas: u32,
+    desde: Option<Instant>,
+    ultimo_log: Option<Instant>,
+}
+
+impl SaudeBanco {
+    const PERIODO_DE_LOG: Duration = Duration::from_secs(30);
+
+    fn falhou(&mut self, erro: &sqlx::Error) {
+        self.falhas += 1;
+        let agora = Instant::now();
+        self.desde.get_or_insert(agora);
+        if self
+            .ultimo_log
+            .is_none_or(|t| agora.duration_since(t) >= Self::PERIODO_DE_LOG)
+        {
+            self.ultimo_log = Some(agora);
+            tracing::warn!(error = %erro, falhas = self.falhas, "mensageria relay: the database is failing; backing off and retrying (nothing is lost: leased rows come back when their leases end)");
+        }
+    }
+
+    fn atraso(&self) -> Duration {
+        Duration::from_millis(100u64.saturating_mul(1 << self.falhas.min(6)))
+            .min(Duration::from_secs(5))
+    }
+
+    fn voltou(&mut self, app: &str) {
+        if let Some(desde) = self.desde.take() {
+            tracing::info!(%app, falhas = self.falhas, fora_por = ?desde.elapsed(), "mensageria relay: the database is back");
+            self.falhas = 0;
+            self.ultimo_log = None;
+        }
+    }
+}
+
+/// Delivers one claimed row and settles it.
+async fn entregar<DB: Banco>(
+    pool: Pool<DB>,
+    config: Config,
+    recursos: Recursos,
+    circuitos: Arc<Mutex<Circuitos>>,
+    linha: Reivindicada,
+    token: i64,
+) -> Desfecho {
+    let span = tracing::info_span!(
+        "mensageria.entrega",
+        id_mensagem = %linha.id_mensagem,
+        tipo = %linha.tipo,
+        tentativa = linha.tentativas,
+        app = %config.app,
+    );
+    async move {
+        let tipo = linha.tipo.clone();
+        let resultado = enviar(&config, recursos, &linha).await;
+        let circuito = |falhou: bool| {
+            let mut circuitos = circuitos.lock().expect("circuit lock");
+            if !falhou {
+                circuitos.sucesso(&tipo);
+            } else if circuitos.falha(&tipo, Instant::now()) {
+                tracing::warn!(tipo = %tipo, "mensageria relay: the destination of this tipo keeps failing; circuit open, probing with one message per cool-down");
+            }
+        };
+        let liquidacao = match resultado {
+            Ok(()) => {
+                circuito(false);
+                metrics::counter!("mensageria_delivered_total", "tipo" => tipo.clone()).increment(1);
+                if linha.tentativas > 1 {
+                    metrics::counter!("mensageria_redelivered_total", "tipo" => tipo.clone()).increment(1);
+                }
+                metrics::histogram!("mensageria_delivery_age_seconds", "tipo" => tipo.clone())
+                    .record(linha.idade_ms as f64 / 1000.0);
+                liquidar(|| DB::confirmar(&pool, linha.id, token), Desfecho::Entregue).await
+            }
+            Err(FalhaEnvio::Permanente { motivo }) => {
+                circuito(false);
+                tracing::error!(motivo = %motivo, "mensageria relay: permanent failure; message moved to dead letters");
+                metrics::counter!("mensageria_dead_lettered_total", "tipo" => tipo.clone()).increment(1);
+                liquidar(|| DB::matar(&pool, linha.id, token, &motivo, &config.app), Desfecho::Morta).await
+            }
+            Err(FalhaEnvio::Temporaria { motivo, tentar_apos }) => {
+                circuito(true);
+                let tentativas = u32::try_from(linha.tentativas).unwrap_or(0);
+                let velha = Duration::from_millis(u64::try_from(linha.idade_ms).unwrap_or(0)) >= config.idade_maxima;
+                if tentativas >= config.max_tentativas || velha {
+                    let motivo = format!("gave up after {tentativas} attempts: {motivo}");
+                    tracing::error!(motivo = %motivo, "mensageria relay: message moved to dead letters");
+                    metrics::counter!("mensageria_dead_lettered_total", "tipo" => tipo.clone()).increment(1);
+                    liquidar(|| DB::matar(&pool, linha.id, token, &motivo, &config.app), Desfecho::Morta).await
+                } else {
+                    let espera = atraso(tentativas, config.backoff_base, config.backoff_max, tentar_apos, fastrand::f64());
+                    tracing::warn!(motivo = %motivo, nova_tentativa_em = ?espera, "mensageria relay: temporary failure; will retry");
+                    metrics::counter!("mensageria_retried_total", "tipo" => tipo.clone()).increment(1);
+                    let atraso_ms = espera.as_millis() as i64;
+                    liquidar(|| DB::reagendar(&pool, linha.id, token, atraso_ms, &motivo), Desfecho::Reagendada).await
+                }
+            }
+        };
+        if liquidacao == Desfecho::Cercada {
+            tracing::info!("mensageria relay: lease lost before settling (another relay reclaimed the row); left as it is");
+        }
+        liquidacao
+    }
+    .instrument(span)
+    .await
+}
+
+/// Runs the user's enviador for one row: bounded by the send timeout, a panic or a timeout is a
+/// temporary failure.
+async fn enviar(
+    config: &Config,
+    recursos: Recursos,
+    linha: &Reivindicada,
+) -> Result<(), FalhaEnvio> {
+    let Some(enviador) = Registro::global().enviador(&linha.tipo) else {
+        return Err(FalhaEnvio::temporaria(format!(
+            "no enviador for tipo `{}` in this binary",
+            linha.tipo
+        )));
+    };
+    let despachar = enviador.despachar;
+    let payload = linha.payload.clone();
+    let ctx = ContextoEnvio::new(linha.id_mensagem, linha.tipo.clone())
+        .com_tentativa(u32::try_from(linha.tentativas).unwrap_or(1))
+        .com_correlacao(linha.correlacao.clone())
+        .com_recursos(recursos);
+    let tarefa = tokio::spawn(async move { despachar(&payload, &ctx).await }.in_current_span());
+    let _abortar = AbortarAoSoltar(tarefa.abort_handle());
+    match timeout(config.tempo_limite_envio, tarefa).await {
+        Ok(Ok(resultado)) => resultado,
+        Ok(Err(erro)) => Err(FalhaEnvio::temporaria(format!(
+            "the enviador panicked: {erro}"
+        ))),
+        Err(_) => Err(FalhaEnvio::temporaria(format!(
+            "the send did not finish within {:?}",
+            config.tempo_limite_envio
+        ))),
+    }
+}
+
+/// Applies a settlement, retrying briefly if the database hiccups; `Cercada` when the fencing
+/// token no longer matches.
+async fn liquidar<F, Fut>(mut operacao: F, sucesso: Desfecho) -> Desfecho
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool, sqlx::Error>>,
+{
+    for tentativa in 0..3u32 {
+        match operacao().await {
+            Ok(true) => return sucesso,
+            Ok(false) => return Desfecho::Cercada,
+            Err(erro) => {
+                tracing::warn!(error = %erro, "mensageria relay: could not settle a delivery; retrying");
+                sleep(Duration::from_millis(100 << tentativa)).await;
+            }
+        }
+    }
+    Desfecho::SemLiquidacao
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    const CHAVE_DO_APP_VAZIO: i64 = 5_931_967_896_988_404_108;
+
+    #[test]
+    fn chave_do_lider_e_estavel_e_depende_do_app() {
+        // Fixed values: changing the hash would split the election across versions.
+        assert_eq!(
+            Motor::<sqlx::Sqlite>::chave_lider("emissor"),
+            Motor::<sqlx::Sqlite>::chave_lider("emissor")
+        );
+        assert_ne!(
+            Motor::<sqlx::Sqlite>::chave_lider("emissor"),
+            Motor::<sqlx::Sqlite>::chave_lider("fiscal")
+        );
+        // FNV-1a of "mensageria.relay:" alone, computed by hand once: must never change.
+        assert_eq!(Motor::<sqlx::Sqlite>::chave_lider(""), CHAVE_DO_APP_VAZIO);
+    }
+}

@@ -1,0 +1,512 @@
+//! The relay against real databases and a real HTTP receiver on 127.0.0.1: every scenario
+//! asserts the final state (what arrived, what is left in the saída, what is dead).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use mensageria_core::relay::{Config, Modo, Relay};
+use mensageria_core::{Banco, ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
+use mensageria_testes::servidor::{Resposta, Servidor};
+use mensageria_testes::{PgIsolado, e_postgres, esperar_ate, nos_dois_bancos};
+use serde::{Deserialize, Serialize};
+use sqlx::Postgres;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Aviso {
+    n: u32,
+    marca: String,
+}
+
+#[enviador(tipo = "teste.aviso")]
+async fn enviar_aviso(evento: Aviso, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<Destino>()?.postar(&evento, ctx).await
+}
+
+fn aviso(n: u32) -> Aviso {
+    Aviso {
+        n,
+        marca: "normal".into(),
+    }
+}
+
+/// Fast settings for tests: short backoff, short poll.
+fn config(app: &str) -> Config {
+    Config::new(app)
+        .com_intervalo(Duration::from_millis(50))
+        .com_backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .com_tempo_limite_envio(Duration::from_secs(5))
+        .com_lease(Duration::from_secs(30))
+}
+
+const PENDENTES: &str = "SELECT count(*) FROM mensageria_saida";
+const MORTAS: &str = "SELECT count(*) FROM mensageria_mortas";
+
+nos_dois_bancos! {
+    async fn tudo_que_foi_commitado_chega(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        let mut ids = HashSet::new();
+        for n in 0..60 {
+            let mut tx = db.pool.begin().await.unwrap();
+            ids.insert(enfileirar(&mut *tx, &aviso(n)).await.unwrap().to_string());
+            tx.commit().await.unwrap();
+        }
+        let relay = Relay::new(db.pool.clone(), config("emissor").com_lote(16).com_concorrencia(8))
+            .recurso(Destino::new(&servidor.url()).unwrap().com_token("t0k"))
+            .spawn()
+            .unwrap();
+        let pool = db.pool.clone();
+        esperar_ate(Duration::from_secs(30), || {
+            let pool = pool.clone();
+            async move { sqlx::query_scalar::<_, i64>(PENDENTES).fetch_one(&pool).await.unwrap() == 0 }
+        })
+        .await;
+        relay.shutdown(Duration::from_secs(5)).await;
+
+        let aceitas = servidor.aceitas_por_id();
+        assert_eq!(aceitas.keys().cloned().collect::<HashSet<_>>(), ids, "every committed message arrived");
+        let recebidas = servidor.recebidas();
+        assert!(recebidas.iter().all(|r| r.tipo == "teste.aviso" && r.tentativa == "1"));
+        assert!(recebidas.iter().all(|r| r.autorizacao.as_deref() == Some("Bearer t0k")));
+        let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
+        assert_eq!(mortas, 0);
+    }
+}
+
+nos_dois_bancos! {
+    async fn linhas_de_outro_app_ficam_intactas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        // App B's rows on the shared schema: a tipo this binary has no enviador for.
+        for n in 0..5 {
+            mensageria_core::sqlx::query(
+                if e_postgres(&db.pool) {
+                    "INSERT INTO mensageria_saida (id_mensagem, tipo, payload) VALUES ($1::uuid, 'outro.app', '{}')"
+                } else {
+                    "INSERT INTO mensageria_saida (id_mensagem, tipo, payload) VALUES ($1, 'outro.app', '{}')"
+                },
+            )
+            .bind(format!("00000000-0000-7000-8000-00000000000{n}"))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        }
+        let antes: Vec<(String, i32, String)> = sqlx::query_as(
+            "SELECT CAST(id_mensagem AS TEXT), tentativas, CAST(proxima_tentativa_em AS TEXT) \
+             FROM mensageria_saida ORDER BY id",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        for n in 0..10 {
+            enfileirar(&db.pool, &aviso(n)).await.unwrap();
+        }
+        let relay = Relay::new(db.pool.clone(), config("app-a")).recurso(Destino::new(&servidor.url()).unwrap());
+        let rodada = relay.drenar().await.unwrap();
+        assert_eq!(rodada.entregues, 10);
+
+        let depois: Vec<(String, i32, String)> = sqlx::query_as(
+            "SELECT CAST(id_mensagem AS TEXT), tentativas, CAST(proxima_tentativa_em AS TEXT) \
+             FROM mensageria_saida ORDER BY id",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(depois, antes, "app B's rows: same attempts, same schedule");
+        let com_lease: i64 = sqlx::query_scalar("SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(com_lease, 0, "never leased");
+        let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
+        assert_eq!(mortas, 0, "never dead-lettered");
+        assert_eq!(servidor.recebidas().len(), 10);
+    }
+}
+
+nos_dois_bancos! {
+    async fn veneno_vai_para_mortas_e_o_resto_passa(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder_se_contem("veneno", Resposta::Status(422, None));
+        for n in 0..20 {
+            let marca = if n % 5 == 0 { "veneno" } else { "normal" };
+            enfileirar(&db.pool, &Aviso { n, marca: marca.into() }).await.unwrap();
+        }
+        let relay = Relay::new(db.pool.clone(), config("emissor")).recurso(Destino::new(&servidor.url()).unwrap());
+        let rodada = relay.drenar().await.unwrap();
+        assert_eq!((rodada.entregues, rodada.mortas), (16, 4));
+
+        let mortas: Vec<(String, i32, String)> = sqlx::query_as(
+            "SELECT CAST(payload AS TEXT), tentativas, ultimo_erro FROM mensageria_mortas",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(mortas.len(), 4);
+        for (payload, tentativas, erro) in &mortas {
+            assert!(payload.contains("veneno"));
+            assert_eq!(*tentativas, 1, "dead-lettered at once");
+            assert!(erro.contains("422"), "{erro}");
+        }
+        let pendentes: i64 = sqlx::query_scalar(PENDENTES).fetch_one(&db.pool).await.unwrap();
+        assert_eq!(pendentes, 0);
+
+        // Replayed after the fix, they are delivered.
+        servidor.responder_se_contem("veneno", Resposta::Ok);
+        let servidor_corrigido = Servidor::iniciar().await;
+        let relay = Relay::new(db.pool.clone(), config("emissor")).recurso(Destino::new(&servidor_corrigido.url()).unwrap());
+        let voltaram = <_ as Banco>::reenfileirar_mortas(&db.pool, None, Some("teste.aviso")).await.unwrap();
+        assert_eq!(voltaram, 4);
+        assert_eq!(relay.drenar().await.unwrap().entregues, 4);
+        let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
+        assert_eq!(mortas, 0);
+    }
+}
+
+nos_dois_bancos! {
+    async fn destino_fora_do_ar_depois_volta_e_tudo_chega(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Status(503, None));
+        let mut ids = HashSet::new();
+        for n in 0..20 {
+            ids.insert(enfileirar(&db.pool, &aviso(n)).await.unwrap().to_string());
+        }
+        let relay = Relay::new(db.pool.clone(), config("emissor").com_max_tentativas(1000))
+            .recurso(Destino::new(&servidor.url()).unwrap())
+            .spawn()
+            .unwrap();
+        let s = servidor.clone();
+        esperar_ate(Duration::from_secs(20), || {
+            let s = s.clone();
+            async move { s.recebidas().len() >= 20 }
+        })
+        .await;
+        // The circuit keeps a down destination from a retry storm: in 1 s of outage the relay
+        // sends at most a few rounds, not one request per message per backoff step.
+        let antes = servidor.recebidas().len();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let durante = servidor.recebidas().len() - antes;
+        assert!(durante <= 10, "{durante} requests in 1 s against a down destination");
+
+        servidor.responder(Resposta::Ok);
+        let pool = db.pool.clone();
+        esperar_ate(Duration::from_secs(60), || {
+            let pool = pool.clone();
+            async move { sqlx::query_scalar::<_, i64>(PENDENTES).fetch_one(&pool).await.unwrap() == 0 }
+        })
+        .await;
+        relay.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(servidor.aceitas_por_id().keys().cloned().collect::<HashSet<_>>(), ids);
+        let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
+        assert_eq!(mortas, 0);
+    }
+}
+
+nos_dois_bancos! {
+    async fn retry_after_e_respeitado_e_tentativas_esgotadas_viram_mortas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Status(429, Some(2)));
+        enfileirar(&db.pool, &aviso(1)).await.unwrap();
+        let relay = Relay::new(db.pool.clone(), config("emissor").com_max_tentativas(2))
+            .recurso(Destino::new(&servidor.url()).unwrap());
+        let rodada = relay.rodada().await.unwrap();
+        assert_eq!(rodada.reagendadas, 1);
+        // Retry-After: 2 is a floor over the 20 ms backoff (database clock).
+        let espera_ms: f64 = sqlx::query_scalar(
+            if e_postgres(&db.pool) {
+                "SELECT CAST(extract(epoch FROM proxima_tentativa_em - now()) * 1000 AS float8) FROM mensageria_saida"
+            } else {
+                "SELECT CAST(proxima_tentativa_em - unixepoch('subsec') * 1000 AS REAL) FROM mensageria_saida"
+            },
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert!((1500.0..=2100.0).contains(&espera_ms), "next attempt in {espera_ms} ms");
+        // Not due yet: a round claims nothing.
+        assert_eq!(relay.rodada().await.unwrap().reivindicadas, 0);
+        // Make it due; the second failure exhausts max_tentativas = 2.
+        sqlx::query("UPDATE mensageria_saida SET proxima_tentativa_em = criada_em")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(relay.rodada().await.unwrap().mortas, 1);
+        let erro: String = sqlx::query_scalar("SELECT ultimo_erro FROM mensageria_mortas")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert!(erro.contains("gave up after 2 attempts") && erro.contains("429"), "{erro}");
+    }
+}
+
+nos_dois_bancos! {
+    async fn lease_vencido_e_recuperado_cerca_o_ack_atrasado(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        enfileirar(&db.pool, &aviso(1)).await.unwrap();
+        let tipos = ["teste.aviso"];
+        let pedido = |token, lease_ms| mensageria_core::banco::Pedido { tipos: &tipos, lote: 10, lease_ms, dono: "r", token };
+        let primeiro = mensageria_core::Banco::reivindicar(&db.pool, pedido(111, 50)).await.unwrap();
+        assert_eq!(primeiro.len(), 1);
+        // While the lease holds, nobody else can claim it.
+        assert!(mensageria_core::Banco::reivindicar(&db.pool, pedido(222, 50)).await.unwrap().is_empty());
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        let segundo = mensageria_core::Banco::reivindicar(&db.pool, pedido(333, 60_000)).await.unwrap();
+        assert_eq!(segundo.len(), 1, "an expired lease is claimable again");
+        assert_eq!(segundo[0].tentativas, 2);
+        let id = primeiro[0].id;
+        // The first relay's late answers change nothing.
+        assert!(!mensageria_core::Banco::confirmar(&db.pool, id, 111).await.unwrap());
+        assert!(!mensageria_core::Banco::reagendar(&db.pool, id, 111, 0, "late").await.unwrap());
+        assert!(!mensageria_core::Banco::matar(&db.pool, id, 111, "late", "r").await.unwrap());
+        let pendentes: i64 = sqlx::query_scalar(PENDENTES).fetch_one(&db.pool).await.unwrap();
+        let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
+        assert_eq!((pendentes, mortas), (1, 0));
+        // The owner's ack works.
+        assert!(mensageria_core::Banco::confirmar(&db.pool, id, 333).await.unwrap());
+    }
+}
+
+nos_dois_bancos! {
+    async fn shutdown_no_meio_do_lote_devolve_os_leases(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Demorar(Duration::from_secs(3)));
+        for n in 0..8 {
+            enfileirar(&db.pool, &aviso(n)).await.unwrap();
+        }
+        let relay = Relay::new(db.pool.clone(), config("emissor").com_concorrencia(4))
+            .recurso(Destino::new(&servidor.url()).unwrap())
+            .spawn()
+            .unwrap();
+        let pool = db.pool.clone();
+        esperar_ate(Duration::from_secs(10), || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    == 4
+            }
+        })
+        .await;
+        relay.shutdown(Duration::from_millis(100)).await;
+
+        let linhas: Vec<(i32, Option<i64>)> = sqlx::query_as("SELECT tentativas, lease_token FROM mensageria_saida")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(linhas.len(), 8, "nothing lost");
+        assert!(linhas.iter().all(|(t, lease)| *t == 0 && lease.is_none()), "{linhas:?}");
+        // Due at once: the next relay takes them all.
+        servidor.responder(Resposta::Ok);
+        let relay = Relay::new(db.pool.clone(), config("emissor")).recurso(Destino::new(&servidor.url()).unwrap());
+        assert_eq!(relay.drenar().await.unwrap().entregues, 8);
+    }
+}
+
+/// Two relays of one app (two pools, like two replicas), default mode then leader mode: every
+/// message delivered exactly once while leases hold.
+async fn duas_replicas(modo: Modo) {
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let servidor = Servidor::iniciar().await;
+    let mut ids = HashSet::new();
+    for n in 0..300 {
+        ids.insert(enfileirar(&db.pool, &aviso(n)).await.unwrap().to_string());
+    }
+    let replica = |pool| {
+        Relay::new(
+            pool,
+            config("emissor")
+                .com_lote(8)
+                .com_concorrencia(8)
+                .com_modo(modo),
+        )
+        .recurso(Destino::new(&servidor.url()).unwrap())
+        .spawn()
+        .unwrap()
+    };
+    let a = replica(db.pool.clone());
+    let b = replica(db.outro_pool(4).await);
+    let pool = db.pool.clone();
+    esperar_ate(Duration::from_secs(60), || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(PENDENTES)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                == 0
+        }
+    })
+    .await;
+    a.shutdown(Duration::from_secs(5)).await;
+    b.shutdown(Duration::from_secs(5)).await;
+    let aceitas = servidor.aceitas_por_id();
+    assert_eq!(aceitas.keys().cloned().collect::<HashSet<_>>(), ids);
+    assert!(
+        aceitas.values().all(|&n| n == 1),
+        "a message was delivered twice while its lease held"
+    );
+    db.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duas_replicas_reivindicam_disjunto() {
+    duas_replicas(Modo::Todos).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duas_replicas_em_modo_lider() {
+    duas_replicas(Modo::Lider).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conexao_derrubada_no_meio_nao_perde_nada() {
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let servidor = Servidor::iniciar().await;
+    servidor.responder(Resposta::Demorar(Duration::from_millis(5)));
+    let nome = format!("relay-{}", db.schema);
+    let opcoes = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(
+        &mensageria_testes::database_url(),
+    )
+    .unwrap()
+    .options([("search_path", db.schema.as_str())])
+    .application_name(&nome);
+    let pool_relay = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(opcoes)
+        .await
+        .unwrap();
+    let mut ids = HashSet::new();
+    for n in 0..200 {
+        ids.insert(enfileirar(&db.pool, &aviso(n)).await.unwrap().to_string());
+    }
+    let relay = Relay::new(
+        pool_relay,
+        config("emissor").com_lote(4).com_concorrencia(4),
+    )
+    .recurso(Destino::new(&servidor.url()).unwrap())
+    .spawn()
+    .unwrap();
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        sqlx::query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        )
+        .bind(&nome)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    }
+    let pool = db.pool.clone();
+    esperar_ate(Duration::from_secs(90), || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(PENDENTES)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                == 0
+        }
+    })
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        servidor
+            .aceitas_por_id()
+            .keys()
+            .cloned()
+            .collect::<HashSet<_>>(),
+        ids,
+        "none lost"
+    );
+    db.descartar().await;
+}
+
+/// The plan trap: a claim planned while the table was empty must not stay Seq Scan + Sort once
+/// the table is large. The claim is never prepared, so each call is planned with its real
+/// parameters; this asserts the plan on a 300k-row table after claims ran on an empty one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let tipos = ["teste.aviso"];
+    for _ in 0..10 {
+        let pedido = mensageria_core::banco::Pedido {
+            tipos: &tipos,
+            lote: 64,
+            lease_ms: 1000,
+            dono: "r",
+            token: 1,
+        };
+        <Postgres as Banco>::reivindicar(&db.pool, pedido)
+            .await
+            .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO mensageria_saida (id_mensagem, tipo, payload) \
+         SELECT gen_random_uuid(), CASE WHEN g % 3 = 0 THEN 'outro.app' ELSE 'teste.aviso' END, '{}' \
+         FROM generate_series(1, 300000) g",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE mensageria_saida")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let tipos_vec: Vec<String> = tipos.iter().map(|t| t.to_string()).collect();
+    let plano: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN {}",
+        mensageria_core::banco::postgres::SQL_REIVINDICAR
+    )))
+    .persistent(false)
+    .bind(&tipos_vec)
+    .bind(64_i64)
+    .bind(1000_i64)
+    .bind("r")
+    .bind(1_i64)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let plano = plano.join("\n");
+    assert!(
+        plano.contains("Index Scan using mensageria_saida_fila"),
+        "{plano}"
+    );
+    assert!(!plano.contains("Seq Scan on mensageria_saida"), "{plano}");
+    assert!(!plano.contains("Sort"), "{plano}");
+    // And the claim itself works and takes only our tipo.
+    let pedido = mensageria_core::banco::Pedido {
+        tipos: &tipos,
+        lote: 64,
+        lease_ms: 1000,
+        dono: "r",
+        token: 2,
+    };
+    let linhas = <Postgres as Banco>::reivindicar(&db.pool, pedido)
+        .await
+        .unwrap();
+    assert_eq!(linhas.len(), 64);
+    assert!(linhas.iter().all(|l| l.tipo == "teste.aviso"));
+    db.descartar().await;
+}
+
+#[tokio::test]
+async fn relay_de_receptor_puro_e_no_op_e_desligado_nem_inicia() {
+    // This binary has enviadores, so exercise the disabled switch here; the pure-receiver
+    // case (no enviador) is covered in the `schema` test binary, which registers none.
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let relay = Relay::new(db.pool.clone(), config("x").com_habilitado(false))
+        .spawn()
+        .unwrap();
+    assert!(!relay.rodando());
+    relay.shutdown(Duration::from_millis(10)).await;
+}
