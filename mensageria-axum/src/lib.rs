@@ -1,7 +1,94 @@
-//! Axum integration of mensageria: the receiving side.
+//! The receiving side of mensageria, on Axum.
 //!
-//! This crate will hold the router of receptores (`#[receptor]`), the dedup-in-transaction
-//! handler, bearer authentication, request ids, body limits and the OpenAPI document. Today it
-//! only re-exports [`mensageria_core`], so applications can depend on it already.
+//! A receptor is an async function that applies one tipo's effect in a transaction;
+//! `#[receptor]` makes it idempotent by the event's natural key: the dedup record is written in
+//! the **same transaction** as the effect, so the same event delivered 1, 2 or 50 times, one
+//! after the other or all at once, is applied exactly once.
+//!
+//! ```
+//! use mensageria_axum::{Rejeicao, receptor};
+//! use mensageria_core::sqlx::{Sqlite, Transaction};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct EncerramentoMdfe { cnpj: String, chave_mdfe: String }
+//!
+//! #[receptor(tipo = "mdfe.encerramento", chave_natural = (evento.cnpj, evento.chave_mdfe))]
+//! async fn encerrar(tx: &mut Transaction<'_, Sqlite>, evento: EncerramentoMdfe) -> Result<(), Rejeicao> {
+//!     mensageria_core::sqlx::query("UPDATE mdfe SET situacao = 'encerrado' WHERE chave = $1")
+//!         .bind(&evento.chave_mdfe)
+//!         .execute(&mut **tx)
+//!         .await?; // a database error is a temporary failure: the sender retries
+//!     Ok(())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
+//! mensageria_core::migrar(&pool).await?;
+//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new(["segredo"]))?;
+//! // axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What one request goes through
+//!
+//! 1. `Authorization: Bearer` against the configured tokens (constant time; several accepted so
+//!    they can be rotated): **401** before any database access or body read.
+//! 2. The body, bounded (1 MiB by default): **413**.
+//! 3. JSON decoding into the payload type (serde_json refuses nesting over 128 levels): **400**.
+//! 4. The natural key, canonical and injective (a JSON array of the parts, at most 1 KiB):
+//!    **422** if it cannot be built.
+//! 5. A transaction; the dedup record `(tipo, key)` inserted with conflict-do-nothing. Already
+//!    there: commit and **200** `{"resultado":"duplicate"}`. A concurrent duplicate waits for
+//!    the first transaction, then sees its outcome.
+//! 6. The user's function with that transaction, in a `mensageria.receptor` span (tipo, request
+//!    id, message id, key) and with the sender's correlation id in force for anything it
+//!    enqueues. `Ok` → commit, **200** `{"resultado":"applied"}`; `Rejeicao::Permanente` →
+//!    rollback, **422**; `Rejeicao::Temporaria` → rollback, **503** (+ `Retry-After`); a panic →
+//!    rollback, **500**, the server keeps serving. Effect and dedup record commit or roll back
+//!    together.
+//!
+//! With `versao = <expr>` the receptor is **convergent**: a key is applied when its version is
+//! newer than the stored one, and an equal or older version is a duplicate — what "something
+//! changed, go pull" pokes need.
+//!
+//! The `x-request-id` header is kept when printable ASCII of at most 128 bytes, replaced
+//! otherwise, and echoed in the answer. The OpenAPI document of every receptor is served at
+//! `GET /m2m/openapi.json` (payloads that derive `utoipa::ToSchema` get their full schema).
 
+mod chave;
+mod config;
+mod estado;
+pub mod openapi;
+mod receber;
+mod receptor;
+mod rejeicao;
+mod rotas;
+
+pub use chave::{ChaveNatural, ErroChave, TAMANHO_MAXIMO_CHAVE};
+pub use config::Config;
+pub use estado::Estado;
 pub use mensageria_core;
+/// Makes an async function the idempotent receptor of one tipo.
+///
+/// `#[receptor(tipo = "...", chave_natural = <expr>)]`, optionally `versao = <expr>`, on
+/// `async fn name(tx: &mut Transaction<'_, DB>, evento: Payload) -> Result<(), Rejeicao>`, where
+/// `DB` is `Postgres` or `Sqlite` and the expressions read the payload parameter by its name.
+/// `chave_natural` is a field, a call, or a tuple of them; `versao` converts into `i64`. The
+/// function stays callable; the attribute adds a unit struct `Receptor<Name>` implementing
+/// [`Receptor`] (for [`rota`]) and registers it for [`router`].
+pub use mensageria_macros::receptor;
+pub use receber::{Resultado, receber};
+pub use receptor::{Receptor, ReceptorRegistrado, registrados};
+pub use rejeicao::Rejeicao;
+pub use rotas::{purgar, rota, router};
+
+/// Support for generated code. Not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::chave::{chave, parte};
+    pub use crate::openapi::{EsquemaGenerico, Sonda};
+    pub use crate::rotas::montar;
+    pub use inventory;
+    pub use mensageria_core::sqlx;
+}

@@ -8,10 +8,19 @@
 use proc_macro::TokenStream;
 
 mod enviador;
+mod erros;
+mod receptor;
 mod tipo;
 
 /// Registers an async function as the sender of one tipo: `#[enviador(tipo = "...")]`.
 #[proc_macro_attribute]
 pub fn enviador(args: TokenStream, item: TokenStream) -> TokenStream {
     enviador::expand(args.into(), item.into()).into()
+}
+
+/// Makes an async function the idempotent receptor of one tipo:
+/// `#[receptor(tipo = "...", chave_natural = <expr>)]`.
+#[proc_macro_attribute]
+pub fn receptor(args: TokenStream, item: TokenStream) -> TokenStream {
+    receptor::expand(args.into(), item.into()).into()
 }

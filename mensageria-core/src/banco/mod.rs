@@ -41,6 +41,9 @@ pub struct Reivindicada {
     pub tentativas: i32,
     /// Age of the message at claim time (database clock), in milliseconds.
     pub idade_ms: i64,
+    /// When the row was due before this claim (ms since the epoch, database clock): where the
+    /// queue's head was, for the keyset floor. 0 where the backend does not report it.
+    pub devida_em_ms: i64,
 }
 
 /// What one claim asks for.
@@ -48,10 +51,25 @@ pub struct Reivindicada {
 #[derive(Debug, Clone, Copy)]
 pub struct Pedido<'a> {
     pub tipos: &'a [&'a str],
+    /// Per tipo (same order), the keyset floor: only rows due at or after this instant
+    /// (milliseconds since the epoch, database clock) are looked at; 0 looks at everything.
+    /// PostgreSQL only (SQLite has no dead rows to skip).
+    pub pisos_ms: &'a [i64],
     pub lote: i64,
     pub lease_ms: i64,
     pub dono: &'a str,
     pub token: i64,
+}
+
+/// A dedup record about to be written by a receptor.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Recebida<'a> {
+    pub tipo: &'a str,
+    pub chave: &'a str,
+    pub id_mensagem: Option<Uuid>,
+    /// Convergent mode: the event's version (`None`: plain dedup).
+    pub versao: Option<i64>,
 }
 
 /// A database mensageria can store its tables in: PostgreSQL or SQLite.
@@ -142,6 +160,23 @@ pub trait Banco: sqlx::Database + selado::Selado {
         pool: &Pool<Self>,
         id_mensagem: Option<Uuid>,
         tipo: Option<&str>,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Writes a receptor's dedup record in the caller's transaction. `true`: first arrival (or a
+    /// newer version), apply the effect; `false`: a duplicate (or an equal/older version). A
+    /// concurrent duplicate waits for the first transaction, then sees its outcome.
+    #[doc(hidden)]
+    fn registrar_recebida<'c>(
+        conexao: &'c mut <Self as sqlx::Database>::Connection,
+        recebida: Recebida<'c>,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
+
+    /// Deletes up to `lote` dedup records older than `idade_ms`; returns how many.
+    #[doc(hidden)]
+    fn purgar_recebidas(
+        pool: &Pool<Self>,
+        idade_ms: i64,
+        lote: i64,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
     /// Leader mode: tries the app's transaction-scoped advisory lock and, when it is ours, returns

@@ -5,15 +5,17 @@ use std::sync::LazyLock;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Executor, PgPool, Postgres};
 
-use super::{Banco, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use super::{Banco, NovaMensagem, Pedido, Recebida, Reivindicada, TABELA_MIGRACOES, ultima_versao};
 
 /// The claim (see `reivindicar`). Public only for the plan regression test.
 #[doc(hidden)]
 pub const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
-         SELECT f.id FROM unnest($1::text[]) AS t(tipo) \
+         SELECT f.id, f.devida_em FROM unnest($1::text[], $6::int8[]) AS t(tipo, piso_ms) \
          CROSS JOIN LATERAL ( \
-             SELECT s.id FROM mensageria_saida s \
-             WHERE s.tipo = t.tipo AND s.proxima_tentativa_em <= now() \
+             SELECT s.id, s.proxima_tentativa_em AS devida_em FROM mensageria_saida s \
+             WHERE s.tipo = t.tipo \
+               AND s.proxima_tentativa_em >= to_timestamp(t.piso_ms / 1000.0) \
+               AND s.proxima_tentativa_em <= now() \
              ORDER BY s.proxima_tentativa_em, s.id \
              LIMIT $2 FOR UPDATE SKIP LOCKED \
          ) f \
@@ -27,7 +29,8 @@ pub const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
          lease_token = $5 \
      FROM alvo WHERE s.id = alvo.id \
      RETURNING s.id, s.id_mensagem, s.tipo, s.payload::text, s.correlacao, s.tentativas, \
-         (extract(epoch FROM now() - s.criada_em) * 1000)::int8";
+         (extract(epoch FROM now() - s.criada_em) * 1000)::int8, \
+         (extract(epoch FROM alvo.devida_em) * 1000)::int8";
 
 static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrador = sqlx::migrate!("migrations/postgres");
@@ -85,25 +88,36 @@ impl Banco for Postgres {
     async fn reivindicar(pool: &PgPool, p: Pedido<'_>) -> Result<Vec<Reivindicada>, sqlx::Error> {
         // One index-ordered probe per tipo (LATERAL), so the plan walks
         // mensageria_saida_fila from the head of each tipo and never sorts the backlog; rows of
-        // tipos not in $1 are never read. Not prepared (`persistent(false)`): each claim is
+        // tipos not in $1 are never read. Each probe starts at the tipo's keyset floor ($6), so
+        // index entries of delivered rows that vacuum has not cleared yet are not walked over. Not prepared (`persistent(false)`): each claim is
         // planned with its real parameters, so a plan made while the table was empty (Seq Scan +
         // Sort) is never reused on a large one.
-        let linhas =
-            sqlx::query_as::<_, (i64, uuid::Uuid, String, String, Option<String>, i32, i64)>(
-                SQL_REIVINDICAR,
-            )
-            .persistent(false)
-            .bind(p.tipos)
-            .bind(p.lote)
-            .bind(p.lease_ms)
-            .bind(p.dono)
-            .bind(p.token)
-            .fetch_all(pool)
-            .await?;
+        let linhas = sqlx::query_as::<
+            _,
+            (
+                i64,
+                uuid::Uuid,
+                String,
+                String,
+                Option<String>,
+                i32,
+                i64,
+                i64,
+            ),
+        >(SQL_REIVINDICAR)
+        .persistent(false)
+        .bind(p.tipos)
+        .bind(p.lote)
+        .bind(p.lease_ms)
+        .bind(p.dono)
+        .bind(p.token)
+        .bind(p.pisos_ms)
+        .fetch_all(pool)
+        .await?;
         Ok(linhas
             .into_iter()
             .map(
-                |(id, id_mensagem, tipo, payload, correlacao, tentativas, idade_ms)| Reivindicada {
+                |(
                     id,
                     id_mensagem,
                     tipo,
@@ -111,6 +125,18 @@ impl Banco for Postgres {
                     correlacao,
                     tentativas,
                     idade_ms,
+                    devida_em_ms,
+                )| {
+                    Reivindicada {
+                        id,
+                        id_mensagem,
+                        tipo,
+                        payload,
+                        correlacao,
+                        tentativas,
+                        idade_ms,
+                        devida_em_ms,
+                    }
                 },
             )
             .collect())
@@ -241,5 +267,41 @@ impl Banco for Postgres {
             .fetch_one(&mut *tx)
             .await?;
         Ok(lider.then_some(tx))
+    }
+
+    async fn registrar_recebida<'c>(
+        conexao: &'c mut sqlx::PgConnection,
+        r: Recebida<'c>,
+    ) -> Result<bool, sqlx::Error> {
+        let sql = if r.versao.is_some() {
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (tipo, chave) DO UPDATE SET \
+                 versao = EXCLUDED.versao, id_mensagem = EXCLUDED.id_mensagem, recebida_em = now() \
+             WHERE mensageria_recebidas.versao IS NULL OR mensageria_recebidas.versao < EXCLUDED.versao"
+        } else {
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (tipo, chave) DO NOTHING"
+        };
+        let feito = sqlx::query(sql)
+            .bind(r.tipo)
+            .bind(r.chave)
+            .bind(r.id_mensagem)
+            .bind(r.versao)
+            .execute(conexao)
+            .await?;
+        Ok(feito.rows_affected() == 1)
+    }
+
+    async fn purgar_recebidas(pool: &PgPool, idade_ms: i64, lote: i64) -> Result<u64, sqlx::Error> {
+        let r = sqlx::query(
+            "DELETE FROM mensageria_recebidas WHERE ctid IN ( \
+                 SELECT ctid FROM mensageria_recebidas \
+                 WHERE recebida_em < now() - make_interval(secs => $1::float8 / 1000) LIMIT $2)",
+        )
+        .bind(idade_ms)
+        .bind(lote)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected())
     }
 }

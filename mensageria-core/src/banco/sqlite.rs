@@ -8,7 +8,7 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Executor, Sqlite, SqlitePool};
 
-use super::{Banco, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use super::{Banco, NovaMensagem, Pedido, Recebida, Reivindicada, TABELA_MIGRACOES, ultima_versao};
 
 /// The database's clock, in milliseconds since the Unix epoch.
 const AGORA: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
@@ -135,6 +135,7 @@ impl Banco for Sqlite {
                         correlacao,
                         tentativas,
                         idade_ms,
+                        devida_em_ms: 0,
                     })
                 },
             )
@@ -278,5 +279,48 @@ impl Banco for Sqlite {
         // No advisory locks in SQLite, and a single writer already serializes claims: every
         // replica may lead. The deferred transaction holds no lock until it is used.
         pool.begin().await.map(Some)
+    }
+
+    async fn registrar_recebida<'c>(
+        conexao: &'c mut sqlx::SqliteConnection,
+        r: Recebida<'c>,
+    ) -> Result<bool, sqlx::Error> {
+        let sql = if r.versao.is_some() {
+            format!(
+                "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (tipo, chave) DO UPDATE SET \
+                     versao = excluded.versao, id_mensagem = excluded.id_mensagem, recebida_em = {AGORA} \
+                 WHERE mensageria_recebidas.versao IS NULL OR mensageria_recebidas.versao < excluded.versao"
+            )
+        } else {
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (tipo, chave) DO NOTHING"
+                .to_owned()
+        };
+        let feito = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(r.tipo)
+            .bind(r.chave)
+            .bind(r.id_mensagem.map(|id| id.to_string()))
+            .bind(r.versao)
+            .execute(conexao)
+            .await?;
+        Ok(feito.rows_affected() == 1)
+    }
+
+    async fn purgar_recebidas(
+        pool: &SqlitePool,
+        idade_ms: i64,
+        lote: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let sql = format!(
+            "DELETE FROM mensageria_recebidas WHERE rowid IN ( \
+                 SELECT rowid FROM mensageria_recebidas WHERE recebida_em < {AGORA} - $1 LIMIT $2)"
+        );
+        let r = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(idade_ms)
+            .bind(lote)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected())
     }
 }

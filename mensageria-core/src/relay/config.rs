@@ -44,6 +44,8 @@ pub struct Config {
     pub(crate) modo: Modo,
     pub(crate) heartbeat: Duration,
     pub(crate) circuito_limiar: u32,
+    pub(crate) margem_piso: Duration,
+    pub(crate) varredura_completa: Duration,
 }
 
 impl Config {
@@ -67,6 +69,8 @@ impl Config {
             modo: Modo::Todos,
             heartbeat: Duration::from_secs(15),
             circuito_limiar: 5,
+            margem_piso: Duration::from_secs(10),
+            varredura_completa: Duration::from_secs(30),
         }
     }
 
@@ -161,6 +165,18 @@ impl Config {
     /// then gets one probe per cool-down instead of a retry storm).
     pub fn com_circuito_limiar(mut self, falhas: u32) -> Self {
         self.circuito_limiar = falhas;
+        self
+    }
+
+    /// The keyset floor (PostgreSQL). Each claim of a tipo starts `margem` before the head of
+    /// its queue as last seen, instead of at the oldest index entry, so the index entries of
+    /// delivered rows that vacuum has not removed yet are not walked over on every claim. A row
+    /// that becomes visible below the floor (its enqueuing transaction stayed open for longer
+    /// than `margem`) is found by the full scan that runs every `varredura`: it is delayed,
+    /// never skipped. Defaults: 10 s and 30 s.
+    pub fn com_piso(mut self, margem: Duration, varredura: Duration) -> Self {
+        self.margem_piso = margem;
+        self.varredura_completa = varredura;
         self
     }
 

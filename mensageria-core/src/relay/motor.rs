@@ -37,6 +37,14 @@ pub(crate) struct Motor<DB: Banco> {
     pub(crate) prazo_ms: Arc<AtomicU64>,
     circuitos: Arc<Mutex<Circuitos>>,
     giro: AtomicUsize,
+    pisos: Mutex<Pisos>,
+}
+
+/// The keyset floor of each tipo, and when the last full scan ran.
+#[derive(Default)]
+struct Pisos {
+    por_tipo: HashMap<&'static str, i64>,
+    ultima_varredura: Option<Instant>,
 }
 
 /// Aborts a spawned send when the delivery that awaits it is dropped (timeout, shutdown).
@@ -58,6 +66,7 @@ impl<DB: Banco> Motor<DB> {
             prazo_ms: Arc::new(AtomicU64::new(10_000)),
             circuitos,
             giro: AtomicUsize::new(0),
+            pisos: Mutex::new(Pisos::default()),
         }
     }
 
@@ -81,9 +90,16 @@ impl<DB: Banco> Motor<DB> {
         hash as i64
     }
 
-    fn pedido<'a>(&'a self, tipos: &'a [&'a str], lote: usize, token: i64) -> Pedido<'a> {
+    fn pedido<'a>(
+        &'a self,
+        tipos: &'a [&'a str],
+        pisos_ms: &'a [i64],
+        lote: usize,
+        token: i64,
+    ) -> Pedido<'a> {
         Pedido {
             tipos,
+            pisos_ms,
             lote: lote as i64,
             lease_ms: self.config.lease.as_millis() as i64,
             dono: &self.config.app,
@@ -115,10 +131,27 @@ impl<DB: Banco> Motor<DB> {
             let giro = self.giro.fetch_add(1, Ordering::Relaxed) % livres.len();
             livres.rotate_left(giro);
         }
+        // The keyset floors, or none at all when a full scan is due.
+        let pisos_de = |tipos: &[&'static str]| -> Vec<i64> {
+            let mut pisos = self.pisos.lock().expect("floor lock");
+            let varrer = pisos
+                .ultima_varredura
+                .is_none_or(|t| agora.duration_since(t) >= self.config.varredura_completa);
+            if varrer {
+                pisos.ultima_varredura = Some(agora);
+                pisos.por_tipo.clear();
+            }
+            tipos
+                .iter()
+                .map(|t| pisos.por_tipo.get(t).copied().unwrap_or(0))
+                .collect()
+        };
         let mut linhas = Vec::new();
         for sonda in sondas {
             let so_ela = [sonda];
-            let achadas = DB::reivindicar(&self.pool, self.pedido(&so_ela, 1, token)).await?;
+            let piso = [0];
+            let achadas =
+                DB::reivindicar(&self.pool, self.pedido(&so_ela, &piso, 1, token)).await?;
             if achadas.is_empty() {
                 // Nothing due to probe with: the circuit has nothing to protect.
                 self.circuitos.lock().expect("circuit lock").sucesso(sonda);
@@ -127,16 +160,29 @@ impl<DB: Banco> Motor<DB> {
         }
         if !livres.is_empty() && linhas.len() < limite {
             let inicio = Instant::now();
-            linhas.extend(
-                DB::reivindicar(
-                    &self.pool,
-                    self.pedido(&livres, limite - linhas.len(), token),
-                )
-                .await?,
-            );
+            let pisos = pisos_de(&livres);
+            let pedido = self.pedido(&livres, &pisos, limite - linhas.len(), token);
+            linhas.extend(DB::reivindicar(&self.pool, pedido).await?);
             metrics::histogram!("mensageria_claim_seconds").record(inicio.elapsed().as_secs_f64());
         }
+        self.avancar_pisos(&linhas);
         Ok(linhas)
+    }
+
+    /// Moves each tipo's floor to `margem` before the head of its queue just claimed.
+    fn avancar_pisos(&self, linhas: &[Reivindicada]) {
+        let margem = self.config.margem_piso.as_millis() as i64;
+        let mut pisos = self.pisos.lock().expect("floor lock");
+        for tipo in Self::tipos() {
+            let cabeca = linhas
+                .iter()
+                .filter(|l| l.tipo == *tipo && l.devida_em_ms > 0)
+                .map(|l| l.devida_em_ms)
+                .min();
+            if let Some(cabeca) = cabeca {
+                pisos.por_tipo.insert(tipo, (cabeca - margem).max(0));
+            }
+        }
     }
 
     fn iniciar_entrega(

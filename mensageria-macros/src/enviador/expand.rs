@@ -6,7 +6,6 @@ use syn::ItemFn;
 use syn::spanned::Spanned;
 
 use super::args::Args;
-use super::model::Modelo;
 
 /// The user's function, unchanged, then:
 /// - `impl Enviador for Payload` (so `enfileirar` accepts it; a second enviador for the same
@@ -14,10 +13,9 @@ use super::model::Modelo;
 /// - the `inventory` registration the relay routes by;
 /// - a crate-wide marker named after the tipo, so the same tipo twice in one crate is a
 ///   "defined multiple times" error at the second tipo string.
-pub(crate) fn gerar(args: &Args, modelo: &Modelo<'_>, funcao: &ItemFn) -> TokenStream {
+pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenStream {
     let nome = &funcao.sig.ident;
     let nome_str = nome.to_string();
-    let payload = modelo.payload;
     let payload_str = quote!(#payload).to_string().replace(' ', "");
     let tipo = &args.tipo;
 

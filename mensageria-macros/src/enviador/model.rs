@@ -111,10 +111,7 @@ impl<'a> Modelo<'a> {
             ));
         }
 
-        match erros.into_iter().reduce(|mut todos, erro| {
-            todos.combine(erro);
-            todos
-        }) {
+        match crate::erros::combinar(erros) {
             Some(erro) => Err(erro),
             None => Ok(Self {
                 payload: payload.expect("a payload type when no error was found"),

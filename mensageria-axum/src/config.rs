@@ -1,0 +1,108 @@
+//! The receiving side's settings.
+
+use std::time::Duration;
+
+/// Settings of the receptores' router.
+///
+/// ```
+/// use std::time::Duration;
+/// use mensageria_axum::Config;
+///
+/// let config = Config::new(["token-atual", "token-anterior"]).com_limite_corpo(256 * 1024);
+/// assert!(config.validar().is_ok());
+/// // A retention shorter than the senders' redelivery horizon would apply a late redelivery twice.
+/// let curta = Config::new(["t"]).com_retencao(Duration::from_secs(3600));
+/// assert!(curta.validar().is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) tokens: Vec<String>,
+    pub(crate) limite_corpo: usize,
+    pub(crate) retencao: Duration,
+    pub(crate) horizonte_remetente: Duration,
+    pub(crate) caminho_base: String,
+    pub(crate) caminho_openapi: String,
+    pub(crate) tempo_limite: Duration,
+}
+
+impl Config {
+    /// Accepts requests bearing any of `tokens` (several, so they can be rotated). Defaults:
+    /// body limit 1 MiB, dedup retention 30 days, senders' redelivery horizon as the relay's
+    /// defaults give it, routes at `POST /m2m/{tipo}`, OpenAPI at `GET /m2m/openapi.json`,
+    /// 30 s per request.
+    pub fn new<T: Into<String>>(tokens: impl IntoIterator<Item = T>) -> Self {
+        Self {
+            tokens: tokens.into_iter().map(Into::into).collect(),
+            limite_corpo: 1024 * 1024,
+            retencao: Duration::from_secs(30 * 24 * 3600),
+            horizonte_remetente: mensageria_core::relay::Config::new("padrao")
+                .horizonte_de_reentrega(),
+            caminho_base: "/m2m".to_owned(),
+            caminho_openapi: "/m2m/openapi.json".to_owned(),
+            tempo_limite: Duration::from_secs(30),
+        }
+    }
+
+    /// The largest request body accepted, in bytes (413 above it).
+    pub fn com_limite_corpo(mut self, bytes: usize) -> Self {
+        self.limite_corpo = bytes;
+        self
+    }
+
+    /// How long dedup records are kept before [`purgar`](crate::purgar) may delete them.
+    pub fn com_retencao(mut self, retencao: Duration) -> Self {
+        self.retencao = retencao;
+        self
+    }
+
+    /// The longest the senders may redeliver an event (their relay's
+    /// `Config::horizonte_de_reentrega`). The retention must be longer.
+    pub fn com_horizonte_remetente(mut self, horizonte: Duration) -> Self {
+        self.horizonte_remetente = horizonte;
+        self
+    }
+
+    /// Mounts the receptores at `{base}/{tipo}` instead of `/m2m/{tipo}`.
+    pub fn com_caminho_base(mut self, base: impl Into<String>) -> Self {
+        self.caminho_base = base.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Serves the OpenAPI document at this path.
+    pub fn com_caminho_openapi(mut self, caminho: impl Into<String>) -> Self {
+        self.caminho_openapi = caminho.into();
+        self
+    }
+
+    /// The longest one request may take (408 after it).
+    pub fn com_tempo_limite(mut self, tempo: Duration) -> Self {
+        self.tempo_limite = tempo;
+        self
+    }
+
+    /// The dedup retention.
+    pub fn retencao(&self) -> Duration {
+        self.retencao
+    }
+
+    /// Checks the settings hang together.
+    pub fn validar(&self) -> Result<(), String> {
+        if self.tokens.iter().all(|t| t.trim().is_empty()) {
+            return Err(
+                "no bearer token configured: every request would be refused; pass at least one"
+                    .into(),
+            );
+        }
+        if self.retencao <= self.horizonte_remetente {
+            return Err(format!(
+                "dedup retention ({:?}) must be longer than the senders' redelivery horizon ({:?}): \
+                 a redelivery after its record was purged would be applied twice",
+                self.retencao, self.horizonte_remetente
+            ));
+        }
+        if !self.caminho_base.starts_with('/') || !self.caminho_openapi.starts_with('/') {
+            return Err("paths must start with '/'".into());
+        }
+        Ok(())
+    }
+}

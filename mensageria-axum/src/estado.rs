@@ -1,0 +1,42 @@
+//! The state every receptor route shares: the pool and the configuration.
+
+use std::sync::Arc;
+
+use mensageria_core::Banco;
+use mensageria_core::sqlx::Pool;
+
+use crate::Config;
+
+/// The receptores' state. Compose it into your own state with `FromRef` to mount receptores
+/// one by one with [`rota`](crate::rota).
+pub struct Estado<DB: Banco> {
+    pub(crate) pool: Pool<DB>,
+    pub(crate) config: Arc<Config>,
+}
+
+impl<DB: Banco> Clone for Estado<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<DB: Banco> Estado<DB> {
+    /// Checks `config` and builds the state.
+    pub fn new(pool: Pool<DB>, config: Config) -> Result<Self, mensageria_core::Erro> {
+        config
+            .validar()
+            .map_err(mensageria_core::Erro::Configuracao)?;
+        Ok(Self {
+            pool,
+            config: Arc::new(config),
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool<DB> {
+        &self.pool
+    }
+}

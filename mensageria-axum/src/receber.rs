@@ -1,0 +1,295 @@
+//! The one handler behind every receptor: authenticate, bound, decode, dedup in the effect's
+//! transaction, apply, answer.
+
+use std::panic::AssertUnwindSafe;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
+use mensageria_core::banco::Recebida;
+use mensageria_core::{Banco, correlacao};
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::{Estado, Receptor, Rejeicao};
+
+/// The longest request id kept; longer ones are replaced by a fresh one.
+const TAMANHO_MAXIMO_ID: usize = 128;
+
+/// What a receptor did with one request: the body of every answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resultado {
+    /// First arrival (or newer version): the effect was applied and committed.
+    Aplicado,
+    /// Seen before (or an equal/older version): nothing was done.
+    Duplicado,
+}
+
+impl Resultado {
+    fn texto(self) -> &'static str {
+        match self {
+            Self::Aplicado => "applied",
+            Self::Duplicado => "duplicate",
+        }
+    }
+}
+
+/// Handles one delivery for receptor `R`. The route of every `#[receptor]` is this function.
+pub async fn receber<R: Receptor>(
+    State(estado): State<Estado<R::Banco>>,
+    pedido: Request,
+) -> Response {
+    let id_pedido = id_do_pedido(pedido.headers());
+    let mut resposta = responder::<R>(estado, pedido, &id_pedido).await;
+    if let Ok(valor) = HeaderValue::from_str(&id_pedido) {
+        resposta.headers_mut().insert("x-request-id", valor);
+    }
+    resposta
+}
+
+async fn responder<R: Receptor>(
+    estado: Estado<R::Banco>,
+    pedido: Request,
+    id_pedido: &str,
+) -> Response {
+    // 1. Who is calling: before any database access, before reading the body.
+    if !autorizado(pedido.headers(), &estado.config.tokens) {
+        let mut resposta = erro(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or invalid bearer token",
+        );
+        resposta
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return resposta;
+    }
+    let id_mensagem = Uuid::parse_str(id_pedido).ok();
+    let correlacao_id = pedido
+        .headers()
+        .get("x-correlation-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| id_aceitavel(v))
+        .map(str::to_owned)
+        .unwrap_or_else(|| id_pedido.to_owned());
+
+    // 2. How much: the body, bounded.
+    let corpo = match axum::body::to_bytes(pedido.into_body(), estado.config.limite_corpo).await {
+        Ok(corpo) => corpo,
+        Err(_) => {
+            return erro(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                &format!("body over {} bytes", estado.config.limite_corpo),
+            );
+        }
+    };
+
+    // 3. What: the payload and its identity.
+    let evento: R::Evento = match serde_json::from_slice(&corpo) {
+        Ok(evento) => evento,
+        Err(falha) => {
+            return erro(
+                StatusCode::BAD_REQUEST,
+                "invalid_payload",
+                &format!("payload is not a valid `{}`: {falha}", R::TIPO),
+            );
+        }
+    };
+    let chave = match R::chave_natural(&evento) {
+        Ok(chave) => chave,
+        Err(falha) => {
+            return erro(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_key",
+                &falha.to_string(),
+            );
+        }
+    };
+    let versao = R::versao(&evento);
+
+    let span = tracing::info_span!(
+        "mensageria.receptor",
+        tipo = R::TIPO,
+        request_id = %id_pedido,
+        id_mensagem = ?id_mensagem,
+        chave = %chave.como_texto(),
+    );
+    async move {
+        // 4. Dedup and effect, in one transaction.
+        let mut tx = match estado.pool.begin().await {
+            Ok(tx) => tx,
+            Err(falha) => return indisponivel(&falha),
+        };
+        let recebida = Recebida {
+            tipo: R::TIPO,
+            chave: chave.como_texto(),
+            id_mensagem,
+            versao,
+        };
+        match <R::Banco as Banco>::registrar_recebida(&mut *tx, recebida).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = tx.commit().await;
+                tracing::info!("mensageria receptor: duplicate, nothing applied");
+                metrics_resultado(R::TIPO, "duplicate");
+                return sucesso(Resultado::Duplicado, R::TIPO, id_pedido);
+            }
+            Err(falha) => return indisponivel(&falha),
+        }
+        let efeito = correlacao::com(correlacao_id, R::aplicar(&mut tx, evento));
+        match AssertUnwindSafe(efeito).catch_unwind().await {
+            Ok(Ok(())) => match tx.commit().await {
+                Ok(()) => {
+                    metrics_resultado(R::TIPO, "applied");
+                    sucesso(Resultado::Aplicado, R::TIPO, id_pedido)
+                }
+                Err(falha) => indisponivel(&falha),
+            },
+            Ok(Err(Rejeicao::Permanente { motivo })) => {
+                drop(tx);
+                tracing::warn!(motivo = %motivo, "mensageria receptor: event rejected");
+                metrics_resultado(R::TIPO, "rejected");
+                erro(StatusCode::UNPROCESSABLE_ENTITY, "rejected", &motivo)
+            }
+            Ok(Err(Rejeicao::Temporaria {
+                motivo,
+                tentar_apos,
+            })) => {
+                drop(tx);
+                tracing::warn!(motivo = %motivo, "mensageria receptor: temporary failure");
+                metrics_resultado(R::TIPO, "temporary");
+                let mut resposta = erro(StatusCode::SERVICE_UNAVAILABLE, "temporary", &motivo);
+                if let Some(espera) = tentar_apos {
+                    resposta.headers_mut().insert(
+                        header::RETRY_AFTER,
+                        HeaderValue::from(espera.as_secs().max(1)),
+                    );
+                }
+                resposta
+            }
+            Err(_) => {
+                drop(tx);
+                tracing::error!("mensageria receptor: the receptor panicked; rolled back");
+                metrics_resultado(R::TIPO, "panic");
+                erro(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "panic",
+                    "the receptor panicked; nothing was applied",
+                )
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+fn metrics_resultado(tipo: &'static str, resultado: &'static str) {
+    metrics::counter!("mensageria_received_total", "tipo" => tipo, "resultado" => resultado)
+        .increment(1);
+}
+
+/// `Authorization: Bearer <token>` against every accepted token, in constant time.
+fn autorizado(cabecalhos: &HeaderMap, tokens: &[String]) -> bool {
+    let Some(valor) = cabecalhos
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes)
+    else {
+        return false;
+    };
+    let Some(apresentado) = valor.strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    // Compare against every token (no early exit), so timing does not say which one matched.
+    tokens
+        .iter()
+        .filter(|t| !t.is_empty())
+        .fold(false, |achou, token| {
+            achou | bool::from(token.as_bytes().ct_eq(apresentado))
+        })
+}
+
+/// A request id is kept when it is short and printable ASCII; otherwise a fresh one is made.
+fn id_aceitavel(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= TAMANHO_MAXIMO_ID
+        && id.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+fn id_do_pedido(cabecalhos: &HeaderMap) -> String {
+    cabecalhos
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| id_aceitavel(id))
+        .map(str::to_owned)
+        .unwrap_or_else(|| Uuid::now_v7().to_string())
+}
+
+fn sucesso(resultado: Resultado, tipo: &str, id_pedido: &str) -> Response {
+    let corpo = json!({ "resultado": resultado.texto(), "tipo": tipo, "request_id": id_pedido });
+    (StatusCode::OK, axum::Json(corpo)).into_response()
+}
+
+pub(crate) fn erro(status: StatusCode, codigo: &str, mensagem: &str) -> Response {
+    let corpo = json!({ "erro": codigo, "mensagem": mensagem });
+    (status, axum::Json(corpo)).into_response()
+}
+
+fn indisponivel(falha: &mensageria_core::sqlx::Error) -> Response {
+    tracing::error!(error = %falha, "mensageria receptor: database error; nothing applied");
+    let mut resposta = erro(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "database",
+        "database unavailable; retry later",
+    );
+    resposta
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resposta
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    #[test]
+    fn bearer_confere_qualquer_token_aceito() {
+        let tokens = vec!["novo".to_owned(), "antigo".to_owned()];
+        let com = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            h
+        };
+        assert!(autorizado(&com("Bearer novo"), &tokens));
+        assert!(autorizado(&com("Bearer antigo"), &tokens));
+        for ruim in [
+            "Bearer outro",
+            "bearer novo",
+            "Basic novo",
+            "Bearer ",
+            "Bearer novox",
+            "novo",
+        ] {
+            assert!(!autorizado(&com(ruim), &tokens), "{ruim}");
+        }
+        assert!(!autorizado(&HeaderMap::new(), &tokens));
+        assert!(!autorizado(&com("Bearer "), &[String::new()]));
+    }
+
+    #[test]
+    fn id_do_pedido_hostil_e_trocado() {
+        let com = |v: &[u8]| {
+            let mut h = HeaderMap::new();
+            h.insert("x-request-id", HeaderValue::from_bytes(v).unwrap());
+            h
+        };
+        assert_eq!(id_do_pedido(&com(b"abc-123")), "abc-123");
+        for hostil in [&b"a b"[..], b"\xff\xfe", &[b'x'; 200], b"a\tb"] {
+            let id = id_do_pedido(&com(hostil));
+            assert!(Uuid::parse_str(&id).is_ok(), "{hostil:?} -> {id}");
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! How a receptor says no: [`Rejeicao`].
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a receptor did not apply an event. Its transaction, dedup record included, is rolled
+/// back either way, so a redelivery is applied as if it were the first.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejeicao {
+    /// The event itself is unacceptable (answers 422): the sender's relay dead-letters it.
+    #[error("rejected: {motivo}")]
+    Permanente {
+        /// What is wrong with the event.
+        motivo: String,
+    },
+    /// Not now (answers 503, with `Retry-After` when given): the sender's relay retries.
+    #[error("temporarily unable to apply: {motivo}")]
+    Temporaria {
+        /// What went wrong.
+        motivo: String,
+        /// When to come back.
+        tentar_apos: Option<Duration>,
+    },
+}
+
+impl Rejeicao {
+    /// The event will never be acceptable.
+    pub fn permanente(motivo: impl fmt::Display) -> Self {
+        Self::Permanente {
+            motivo: motivo.to_string(),
+        }
+    }
+
+    /// Try again later.
+    pub fn temporaria(motivo: impl fmt::Display) -> Self {
+        Self::Temporaria {
+            motivo: motivo.to_string(),
+            tentar_apos: None,
+        }
+    }
+
+    /// Try again after `espera`.
+    pub fn temporaria_apos(motivo: impl fmt::Display, espera: Duration) -> Self {
+        Self::Temporaria {
+            motivo: motivo.to_string(),
+            tentar_apos: Some(espera),
+        }
+    }
+}
+
+/// A database error inside the effect is temporary: `?` on sqlx calls just works.
+impl From<mensageria_core::sqlx::Error> for Rejeicao {
+    fn from(erro: mensageria_core::sqlx::Error) -> Self {
+        Self::temporaria(format!("database error: {erro}"))
+    }
+}

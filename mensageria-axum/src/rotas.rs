@@ -1,0 +1,117 @@
+//! Mounting: every registered receptor at once ([`router`]), or one at a time ([`rota`]).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{FromRef, Path};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{MethodRouter, get, post};
+use mensageria_core::sqlx::Pool;
+use mensageria_core::{Banco, Erro};
+use tower_http::timeout::TimeoutLayer;
+
+use crate::receptor::registrados;
+use crate::{Config, Estado, Receptor, ReceptorRegistrado, receber};
+
+/// A router with every receptor registered in this binary for this backend at
+/// `POST {base}/{tipo}`, the OpenAPI document at `GET {openapi}`, a JSON 404 for unknown tipos,
+/// and the request timeout.
+///
+/// Fails when the configuration does not hang together or two crates register one tipo.
+pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro> {
+    let estado = Estado::new(pool, config)?;
+    let config = std::sync::Arc::clone(&estado.config);
+    let mut por_tipo: HashMap<&str, &ReceptorRegistrado> = HashMap::new();
+    let mut app = Router::new();
+    let mut montados = Vec::new();
+    for receptor in registrados() {
+        if let Some(outro) = por_tipo.insert(receptor.tipo, receptor) {
+            return Err(Erro::Configuracao(format!(
+                "tipo `{}` has two receptores: `{}` and `{}`; keep one",
+                receptor.tipo,
+                outro.descricao(),
+                receptor.descricao()
+            )));
+        }
+        match (receptor.montar)(&estado as &dyn Any) {
+            Some(rota) => {
+                app = app.route(&format!("{}/{}", config.caminho_base, receptor.tipo), rota);
+                montados.push(receptor);
+            }
+            None => tracing::warn!(
+                tipo = receptor.tipo,
+                receptor = %receptor.descricao(),
+                "mensageria: receptor is for another database backend; not mounted on this router"
+            ),
+        }
+    }
+    montados.sort_by_key(|r| r.tipo);
+    let documento = crate::openapi::documento(&config.caminho_base, montados.iter().copied());
+    let documento = std::sync::Arc::new(documento);
+    app = app
+        .route(
+            &config.caminho_openapi,
+            get(move || {
+                let documento = std::sync::Arc::clone(&documento);
+                async move { axum::Json((*documento).clone()) }
+            }),
+        )
+        .route(
+            &format!("{}/{{tipo}}", config.caminho_base),
+            post(tipo_desconhecido),
+        );
+    Ok(app.layer(TimeoutLayer::with_status_code(
+        StatusCode::REQUEST_TIMEOUT,
+        limite(config.tempo_limite),
+    )))
+}
+
+fn limite(tempo: Duration) -> Duration {
+    tempo.max(Duration::from_millis(1))
+}
+
+async fn tipo_desconhecido(Path(tipo): Path<String>) -> impl IntoResponse {
+    let tipo: String = tipo.chars().filter(|c| !c.is_control()).take(128).collect();
+    crate::receber::erro(
+        StatusCode::NOT_FOUND,
+        "unknown_tipo",
+        &format!("this app has no receptor for tipo `{tipo}`"),
+    )
+}
+
+/// The route of one receptor, for a router with your own state `S` (which must give the
+/// receptores' [`Estado`] through `FromRef`).
+pub fn rota<R, S>() -> MethodRouter<S>
+where
+    R: Receptor,
+    Estado<R::Banco>: FromRef<S>,
+    S: Clone + Send + Sync + 'static,
+{
+    post(receber::<R>)
+}
+
+/// For generated code: the route of `R` if `estado` is an `Estado` of `R`'s backend.
+#[doc(hidden)]
+pub fn montar<R: Receptor>(estado: &dyn Any) -> Option<MethodRouter> {
+    estado
+        .downcast_ref::<Estado<R::Banco>>()
+        .map(|estado| post(receber::<R>).with_state(estado.clone()))
+}
+
+/// Deletes dedup records older than the configured retention, in batches of 1000 (no long
+/// locks); returns how many. Run it periodically (the CLI's `purgar` does).
+pub async fn purgar<DB: Banco>(pool: &Pool<DB>, config: &Config) -> Result<u64, Erro> {
+    config.validar().map_err(Erro::Configuracao)?;
+    let idade_ms = i64::try_from(config.retencao.as_millis()).unwrap_or(i64::MAX);
+    let mut total = 0;
+    loop {
+        let apagados = DB::purgar_recebidas(pool, idade_ms, 1000).await?;
+        total += apagados;
+        if apagados < 1000 {
+            return Ok(total);
+        }
+    }
+}

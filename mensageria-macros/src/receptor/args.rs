@@ -1,0 +1,129 @@
+//! The arguments of `#[receptor(...)]`.
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::Parser;
+use syn::{Expr, LitStr};
+
+const EXEMPLO: &str = "e.g. `#[receptor(tipo = \"mdfe.encerramento\", chave_natural = (evento.cnpj, evento.chave_mdfe))]`";
+
+/// `tipo = "..."`, `chave_natural = <expr>`, optional `versao = <expr>`.
+pub(crate) struct Args {
+    pub(crate) tipo: String,
+    pub(crate) tipo_lit: LitStr,
+    /// The key's parts: the elements of a tuple expression, or the one expression.
+    pub(crate) partes: Vec<Expr>,
+    pub(crate) versao: Option<Expr>,
+}
+
+impl Args {
+    pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
+        let mut tipo_lit: Option<LitStr> = None;
+        let mut chave: Option<Expr> = None;
+        let mut versao: Option<Expr> = None;
+        let parser = syn::meta::parser(|meta| {
+            let repetido = |nome: &str| meta.error(format!("`{nome}` is given twice"));
+            if meta.path.is_ident("tipo") {
+                if tipo_lit.is_some() {
+                    return Err(repetido("tipo"));
+                }
+                tipo_lit = Some(meta.value()?.parse().map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "`tipo` takes a string literal, e.g. `tipo = \"mdfe.encerramento\"`",
+                    )
+                })?);
+            } else if meta.path.is_ident("chave_natural") {
+                if chave.is_some() {
+                    return Err(repetido("chave_natural"));
+                }
+                chave = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("versao") {
+                if versao.is_some() {
+                    return Err(repetido("versao"));
+                }
+                versao = Some(meta.value()?.parse()?);
+            } else {
+                return Err(meta.error(format!(
+                    "unknown argument; #[receptor] takes `tipo`, `chave_natural` and optionally `versao`, {EXEMPLO}"
+                )));
+            }
+            Ok(())
+        });
+        parser.parse2(tokens)?;
+        let tipo_lit = tipo_lit.ok_or_else(|| {
+            syn::Error::new(
+                Span::call_site(),
+                format!("missing `tipo`, the tipo this function receives; {EXEMPLO}"),
+            )
+        })?;
+        let tipo = crate::tipo::validar(&tipo_lit)?;
+        let chave = chave.ok_or_else(|| {
+            syn::Error::new(
+                Span::call_site(),
+                format!(
+                    "missing `chave_natural`: every receptor is idempotent by the event's domain identity \
+                     (ADR 0021), never by a third party's id; {EXEMPLO}"
+                ),
+            )
+        })?;
+        let partes = match chave {
+            Expr::Tuple(tupla) if tupla.elems.is_empty() => {
+                return Err(syn::Error::new_spanned(
+                    tupla,
+                    "`chave_natural` needs at least one part",
+                ));
+            }
+            Expr::Tuple(tupla) => tupla.elems.into_iter().collect(),
+            Expr::Paren(p) => vec![*p.expr],
+            outra => vec![outra],
+        };
+        Ok(Self {
+            tipo,
+            tipo_lit,
+            partes,
+            versao,
+        })
+    }
+}
+
+#[cfg(test)]
+mod testes {
+    use super::Args;
+    use quote::quote;
+
+    #[test]
+    fn le_tupla_campo_e_versao() {
+        let a = Args::parse(quote!(
+            tipo = "a.b",
+            chave_natural = (e.x, e.y()),
+            versao = e.v
+        ))
+        .unwrap();
+        assert_eq!(
+            (a.tipo.as_str(), a.partes.len(), a.versao.is_some()),
+            ("a.b", 2, true)
+        );
+        let b = Args::parse(quote!(tipo = "a", chave_natural = e.id)).unwrap();
+        assert_eq!(b.partes.len(), 1);
+    }
+
+    #[test]
+    fn erros_dizem_o_que_escrever() {
+        for (tokens, trecho) in [
+            (quote!(chave_natural = e.id), "missing `tipo`"),
+            (quote!(tipo = "a"), "missing `chave_natural`"),
+            (quote!(tipo = "a", chave_natural = ()), "at least one part"),
+            (
+                quote!(tipo = "a", chave_natural = e.id, chave = 1),
+                "unknown argument",
+            ),
+            (
+                quote!(tipo = "a", tipo = "b", chave_natural = e.id),
+                "given twice",
+            ),
+        ] {
+            let erro = Args::parse(tokens).err().unwrap().to_string();
+            assert!(erro.contains(trecho), "{erro}");
+        }
+    }
+}
