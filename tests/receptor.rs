@@ -1,0 +1,119 @@
+//! The receptor over real HTTP on 127.0.0.1, on PostgreSQL and SQLite: one effect per natural
+//! key whatever arrives, and bad input refused before any row is written.
+
+use mensageria_axum::{Config, Rejeicao, receptor};
+use mensageria_core::sqlx::{Postgres, Sqlite, Transaction};
+use mensageria_testes::{e_postgres, nos_dois_bancos};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Encerramento {
+    cnpj: String,
+    chave: String,
+}
+
+/// The effect, written once for both backends.
+macro_rules! aplicar {
+    ($executor:expr, $evento:expr) => {{
+        let evento = $evento;
+        if evento.chave == "recusar" {
+            return Err(Rejeicao::permanente("chave recusada"));
+        }
+        sqlx::query("INSERT INTO efeito (cnpj, chave) VALUES ($1, $2)")
+            .bind(evento.cnpj)
+            .bind(evento.chave)
+            .execute($executor)
+            .await?;
+        Ok(())
+    }};
+}
+
+const EFEITO: &str = "CREATE TABLE efeito (cnpj TEXT NOT NULL, chave TEXT NOT NULL)";
+
+#[receptor(tipo = "teste.encerramento", chave_natural = (evento.cnpj, evento.chave))]
+async fn encerrar_pg(
+    tx: &mut Transaction<'_, Postgres>,
+    evento: Encerramento,
+) -> Result<(), Rejeicao> {
+    aplicar!(&mut **tx, evento)
+}
+
+#[receptor(tipo = "teste.encerramento-lite", chave_natural = (evento.cnpj, evento.chave))]
+async fn encerrar_lite(
+    tx: &mut Transaction<'_, Sqlite>,
+    evento: Encerramento,
+) -> Result<(), Rejeicao> {
+    aplicar!(&mut **tx, evento)
+}
+
+async fn servir(app: axum::Router) -> String {
+    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endereco = ouvinte.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(ouvinte, app).await;
+    });
+    format!("http://{endereco}")
+}
+
+nos_dois_bancos! {
+    async fn mesmo_evento_aplica_uma_vez_e_lixo_e_recusado(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        sqlx::query(EFEITO).execute(&db.pool).await.unwrap();
+        let tipo = if e_postgres(&db.pool) { "teste.encerramento" } else { "teste.encerramento-lite" };
+        let app = mensageria_axum::router(db.pool.clone(), Config::new(["t0k"])).unwrap();
+        let base = servir(app).await;
+        let url = format!("{base}/m2m/{tipo}");
+        let cliente = reqwest::Client::new();
+        let postar = |corpo: &'static str, token: Option<&'static str>| {
+            let mut pedido = cliente.post(&url).header("content-type", "application/json").body(corpo);
+            if let Some(token) = token {
+                pedido = pedido.bearer_auth(token);
+            }
+            pedido.send()
+        };
+
+        let primeira = postar(r#"{"cnpj":"1","chave":"a|b"}"#, Some("t0k")).await.unwrap();
+        assert_eq!(primeira.status(), 200);
+        assert!(primeira.text().await.unwrap().contains("\"applied\""));
+        let segunda = postar(r#"{"cnpj":"1","chave":"a|b"}"#, Some("t0k")).await.unwrap();
+        assert_eq!(segunda.status(), 200);
+        assert!(segunda.text().await.unwrap().contains("\"duplicate\""));
+        // Injective key: ("1|a", "b") is another event.
+        assert!(postar(r#"{"cnpj":"1|a","chave":"b"}"#, Some("t0k")).await.unwrap().text().await.unwrap().contains("applied"));
+        // 20 concurrent copies of one new event: one effect.
+        let copias: Vec<_> = (0..20).map(|_| postar(r#"{"cnpj":"2","chave":"x"}"#, Some("t0k"))).collect();
+        for resposta in futures_join(copias).await {
+            assert_eq!(resposta.unwrap().status(), 200);
+        }
+        // Bad input: nothing written.
+        assert_eq!(postar(r#"{"cnpj":"3","chave":"y"}"#, None).await.unwrap().status(), 401);
+        assert_eq!(postar(r#"{"cnpj":"3","chave":"y"}"#, Some("errado")).await.unwrap().status(), 401);
+        assert_eq!(postar(r#"{"cnpj":"3""#, Some("t0k")).await.unwrap().status(), 400);
+        assert_eq!(postar(r#"{"cnpj":"3","chave":"recusar"}"#, Some("t0k")).await.unwrap().status(), 422);
+        let grande = cliente.post(&url).bearer_auth("t0k").body(vec![b' '; 2 * 1024 * 1024]).send().await.unwrap();
+        assert_eq!(grande.status(), 413);
+        let desconhecido = cliente.post(format!("{base}/m2m/nao.existe")).bearer_auth("t0k").body("{}").send().await.unwrap();
+        assert_eq!(desconhecido.status(), 404);
+
+        let efeitos: Vec<(String, String)> = sqlx::query_as("SELECT cnpj, chave FROM efeito ORDER BY cnpj")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(efeitos, vec![("1".into(), "a|b".into()), ("1|a".into(), "b".into()), ("2".into(), "x".into())]);
+        let recebidas: i64 = sqlx::query_scalar("SELECT count(*) FROM mensageria_recebidas").fetch_one(&db.pool).await.unwrap();
+        assert_eq!(recebidas, 3, "the rejected event's dedup record rolled back with it");
+    }
+}
+
+async fn futures_join<F: std::future::Future>(futuros: Vec<F>) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let tarefas: Vec<_> = futuros.into_iter().map(tokio::spawn).collect();
+    let mut saidas = Vec::new();
+    for tarefa in tarefas {
+        saidas.push(tarefa.await.unwrap());
+    }
+    saidas
+}
