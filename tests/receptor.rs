@@ -105,9 +105,9 @@ nos_dois_bancos! {
     }
 }
 
-async fn futures_join<F: std::future::Future>(futuros: Vec<F>) -> Vec<F::Output>
+async fn futures_join<F>(futuros: Vec<F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let tarefas: Vec<_> = futuros.into_iter().map(tokio::spawn).collect();
