@@ -10,7 +10,7 @@
 //!     ctx.exigir::<Destino>()?.postar(&evento, ctx).await // POST {base}/m2m/mdfe.encerramento
 //! }
 //!
-//! # async fn iniciar(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn iniciar(pool: sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
 //! let fiscal = Destino::new("http://fiscal.interno:8080")?.com_token("segredo");
 //! let relay = mensageria_core::relay::Relay::new(pool, mensageria_core::relay::Config::new("emissor"))
 //!     .recurso(fiscal)

@@ -2,7 +2,7 @@
 //! once, whatever fails in between.
 //!
 //! ```no_run
-//! # async fn exemplo(pool: sqlx::PgPool) -> Result<(), mensageria_core::Erro> {
+//! # async fn exemplo(pool: sqlx::SqlitePool) -> Result<(), mensageria_core::Erro> {
 //! use std::time::Duration;
 //! use mensageria_core::relay::{Config, Relay};
 //!
