@@ -39,6 +39,24 @@ fn config(app: &str) -> Config {
 }
 
 const PENDENTES: &str = "SELECT count(*) FROM mensageria_saida";
+
+/// Waits (at most `$segundos`) until the saída of `$pool` is empty.
+macro_rules! esperar_saida_vazia {
+    ($pool:expr, $segundos:expr) => {{
+        let pool = $pool.clone();
+        esperar_ate(Duration::from_secs($segundos), || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(PENDENTES)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    == 0
+            }
+        })
+        .await;
+    }};
+}
 const MORTAS: &str = "SELECT count(*) FROM mensageria_mortas";
 
 nos_dois_bancos! {
@@ -55,12 +73,7 @@ nos_dois_bancos! {
             .recurso(Destino::new(&servidor.url()).unwrap().com_token("t0k"))
             .spawn()
             .unwrap();
-        let pool = db.pool.clone();
-        esperar_ate(Duration::from_secs(30), || {
-            let pool = pool.clone();
-            async move { sqlx::query_scalar::<_, i64>(PENDENTES).fetch_one(&pool).await.unwrap() == 0 }
-        })
-        .await;
+        esperar_saida_vazia!(db.pool, 30);
         relay.shutdown(Duration::from_secs(5)).await;
 
         let aceitas = servidor.aceitas_por_id();
@@ -191,12 +204,7 @@ nos_dois_bancos! {
         assert!(durante <= 10, "{durante} requests in 1 s against a down destination");
 
         servidor.responder(Resposta::Ok);
-        let pool = db.pool.clone();
-        esperar_ate(Duration::from_secs(60), || {
-            let pool = pool.clone();
-            async move { sqlx::query_scalar::<_, i64>(PENDENTES).fetch_one(&pool).await.unwrap() == 0 }
-        })
-        .await;
+        esperar_saida_vazia!(db.pool, 60);
         relay.shutdown(Duration::from_secs(5)).await;
         assert_eq!(servidor.aceitas_por_id().keys().cloned().collect::<HashSet<_>>(), ids);
         let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
@@ -332,18 +340,7 @@ async fn duas_replicas(modo: Modo) {
     };
     let a = replica(db.pool.clone());
     let b = replica(db.outro_pool(4).await);
-    let pool = db.pool.clone();
-    esperar_ate(Duration::from_secs(60), || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(PENDENTES)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 0
-        }
-    })
-    .await;
+    esperar_saida_vazia!(db.pool, 60);
     a.shutdown(Duration::from_secs(5)).await;
     b.shutdown(Duration::from_secs(5)).await;
     let aceitas = servidor.aceitas_por_id();
@@ -404,18 +401,7 @@ async fn conexao_derrubada_no_meio_nao_perde_nada() {
         .await
         .unwrap();
     }
-    let pool = db.pool.clone();
-    esperar_ate(Duration::from_secs(90), || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(PENDENTES)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 0
-        }
-    })
-    .await;
+    esperar_saida_vazia!(db.pool, 90);
     relay.shutdown(Duration::from_secs(5)).await;
     assert_eq!(
         servidor
