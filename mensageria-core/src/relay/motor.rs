@@ -232,6 +232,7 @@ impl<DB: Banco> Motor<DB> {
 
         let mut banco = SaudeBanco::default();
         let mut proximo_heartbeat = Instant::now();
+        let mut registrado = false;
         let mut em_voo: JoinSet<Desfecho> = JoinSet::new();
         let mut leases: HashMap<tokio::task::Id, (i64, i64)> = HashMap::new();
         let mut acordado_em: Option<Instant> = None;
@@ -244,10 +245,11 @@ impl<DB: Banco> Motor<DB> {
             if Instant::now() >= proximo_heartbeat {
                 match DB::registrar_app(&self.pool, &app, tipos).await {
                     Ok(outros) => {
-                        if proximo_heartbeat.elapsed() < self.config.heartbeat && !outros.is_empty()
-                        {
+                        // Reported once, at start; the heartbeat only refreshes `visto_em`.
+                        if !registrado && !outros.is_empty() {
                             tracing::warn!(%app, concorrentes = ?outros, "mensageria relay: other apps claim some of this app's tipos on this schema (competing consumers); each tipo should have one owner");
                         }
+                        registrado = true;
                         proximo_heartbeat = Instant::now() + self.config.heartbeat;
                     }
                     Err(erro) => banco.falhou(&erro),
