@@ -57,6 +57,20 @@ macro_rules! esperar_saida_vazia {
         .await;
     }};
 }
+/// The stored next attempt (database clock) minus now, in milliseconds.
+macro_rules! espera_armazenada_ms {
+    ($pool:expr) => {
+        sqlx::query_scalar::<_, f64>(if e_postgres(&$pool) {
+            "SELECT CAST(extract(epoch FROM proxima_tentativa_em - now()) * 1000 AS float8) FROM mensageria_saida"
+        } else {
+            "SELECT CAST(proxima_tentativa_em - unixepoch('subsec') * 1000 AS REAL) FROM mensageria_saida"
+        })
+        .fetch_one(&$pool)
+        .await
+        .unwrap()
+    };
+}
+
 const MORTAS: &str = "SELECT count(*) FROM mensageria_mortas";
 
 nos_dois_bancos! {
@@ -223,16 +237,7 @@ nos_dois_bancos! {
         let rodada = relay.rodada().await.unwrap();
         assert_eq!(rodada.reagendadas, 1);
         // Retry-After: 2 is a floor over the 20 ms backoff (database clock).
-        let espera_ms: f64 = sqlx::query_scalar(
-            if e_postgres(&db.pool) {
-                "SELECT CAST(extract(epoch FROM proxima_tentativa_em - now()) * 1000 AS float8) FROM mensageria_saida"
-            } else {
-                "SELECT CAST(proxima_tentativa_em - unixepoch('subsec') * 1000 AS REAL) FROM mensageria_saida"
-            },
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+        let espera_ms = espera_armazenada_ms!(db.pool);
         assert!((1500.0..=2100.0).contains(&espera_ms), "next attempt in {espera_ms} ms");
         // Not due yet: a round claims nothing.
         assert_eq!(relay.rodada().await.unwrap().reivindicadas, 0);
@@ -598,5 +603,117 @@ async fn commit_fora_de_ordem_nao_e_pulado() {
             .aceitas_por_id()
             .contains_key(&id_atrasada.to_string())
     );
+    db.descartar().await;
+}
+
+nos_dois_bancos! {
+    /// The schedule lives on the database clock (so replicas and restarts agree on it): after
+    /// the k-th failure the next attempt is `base · 2^(k−1)` capped, times a jitter in [½, 1].
+    async fn backoff_dobra_com_jitter_e_para_no_teto(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Status(503, None));
+        enfileirar(&db.pool, &aviso(1)).await.unwrap();
+        let relay = Relay::new(
+            db.pool.clone(),
+            config("emissor")
+                .com_backoff(Duration::from_secs(1), Duration::from_secs(8))
+                .com_circuito_limiar(100),
+        )
+        .recurso(Destino::new(&servidor.url()).unwrap());
+        let mut vistos = Vec::new();
+        for tentativa in 1..=6u32 {
+            assert_eq!(relay.rodada().await.unwrap().reagendadas, 1, "attempt {tentativa}");
+            let espera = espera_armazenada_ms!(db.pool);
+            let bruto = (1000u64 << (tentativa - 1)).min(8000) as f64;
+            assert!(
+                (bruto * 0.5 - 100.0..=bruto + 50.0).contains(&espera),
+                "after failure {tentativa}: next attempt in {espera} ms, expected within [{}, {bruto}]",
+                bruto * 0.5
+            );
+            vistos.push(espera.round() as i64);
+            // Not due yet, then made due for the next step.
+            assert_eq!(relay.rodada().await.unwrap().reivindicadas, 0);
+            sqlx::query("UPDATE mensageria_saida SET proxima_tentativa_em = criada_em")
+                .execute(&db.pool)
+                .await
+                .unwrap();
+        }
+        let tentativas: i32 = sqlx::query_scalar("SELECT tentativas FROM mensageria_saida")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(tentativas, 6, "schedule seen: {vistos:?} ms");
+        assert_eq!(servidor.recebidas().len(), 6);
+    }
+}
+
+/// Two apps claiming one tipo on one schema: the second to start names the first in a warning,
+/// and the registration table shows both (what `mensageria doctor` reads).
+#[tokio::test(flavor = "current_thread")]
+async fn dois_apps_no_mesmo_tipo_geram_aviso_com_os_dois_nomes() {
+    let log = mensageria_testes::log::Captura::default();
+    let _guarda = tracing::subscriber::set_default(log.assinante());
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let primeiro = Relay::new(db.pool.clone(), config("faturamento"))
+        .spawn()
+        .unwrap();
+    let pool = db.pool.clone();
+    let registrados = |quantos: i64| {
+        let pool = pool.clone();
+        move || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("SELECT count(DISTINCT app) FROM mensageria_apps")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    == quantos
+            }
+        }
+    };
+    esperar_ate(Duration::from_secs(10), registrados(1)).await;
+    assert!(
+        !log.texto().contains("competing consumers"),
+        "{}",
+        log.texto()
+    );
+    let segundo = Relay::new(db.pool.clone(), config("cobranca"))
+        .spawn()
+        .unwrap();
+    esperar_ate(Duration::from_secs(10), registrados(2)).await;
+    esperar_ate(Duration::from_secs(10), || {
+        let texto = log.texto();
+        async move { texto.contains("competing consumers") }
+    })
+    .await;
+    let texto = log.texto();
+    let aviso = texto
+        .lines()
+        .find(|l| l.contains("competing consumers"))
+        .unwrap();
+    assert!(aviso.contains("WARN"), "{aviso}");
+    assert!(
+        aviso.contains("cobranca")
+            && aviso.contains("faturamento")
+            && aviso.contains("teste.aviso"),
+        "{aviso}"
+    );
+    let apps: Vec<(String, String)> =
+        sqlx::query_as("SELECT app, tipo FROM mensageria_apps ORDER BY app, tipo")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert!(
+        apps.contains(&("cobranca".into(), "teste.aviso".into())),
+        "{apps:?}"
+    );
+    assert!(
+        apps.contains(&("faturamento".into(), "teste.aviso".into())),
+        "{apps:?}"
+    );
+    primeiro.shutdown(Duration::from_secs(1)).await;
+    segundo.shutdown(Duration::from_secs(1)).await;
     db.descartar().await;
 }

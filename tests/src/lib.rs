@@ -305,3 +305,46 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// Captures what the library logs through `tracing`, for tests that assert a warning.
+pub mod log {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// Everything logged while [`Captura::assinante`] is the default subscriber.
+    #[derive(Clone, Default)]
+    pub struct Captura(Arc<Mutex<Vec<u8>>>);
+
+    impl Captura {
+        /// A plain-text subscriber (no colours) that writes here, at every level.
+        pub fn assinante(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
+            tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_max_level(tracing::Level::TRACE)
+                .with_writer(self.clone())
+                .finish()
+        }
+
+        /// What was logged so far.
+        pub fn texto(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().expect("log lock")).into_owned()
+        }
+    }
+
+    impl Write for Captura {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("log lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captura {
+        type Writer = Captura;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+}

@@ -8,6 +8,7 @@
 use std::future::Future;
 
 use sqlx::{Executor, Pool};
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 #[cfg(feature = "postgres")]
@@ -187,6 +188,13 @@ pub trait Banco: sqlx::Database + selado::Selado {
         pool: &Pool<Self>,
         chave: i64,
     ) -> impl Future<Output = Result<Option<sqlx::Transaction<'static, Self>>, sqlx::Error>> + Send;
+
+    /// Opt-in wake-ups from other processes: listens for the notifications of the trigger that
+    /// `relay::notificacoes::instalar` puts on this schema's saída and wakes this process's relays
+    /// ([`crate::relay::acordar`]) on each, until `cancelar`. Reconnects by itself; polling
+    /// covers the gaps. Backends without LISTEN say so once and return.
+    #[doc(hidden)]
+    fn escutar(pool: Pool<Self>, cancelar: CancellationToken) -> impl Future<Output = ()> + Send;
 }
 
 mod selado {

@@ -1,9 +1,14 @@
 //! The PostgreSQL store.
 
+use std::convert::Infallible;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::postgres::PgListener;
 use sqlx::{Executor, PgPool, Postgres};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::{Banco, NovaMensagem, Pedido, Recebida, Reivindicada, TABELA_MIGRACOES, ultima_versao};
 
@@ -304,4 +309,80 @@ impl Banco for Postgres {
         .await?;
         Ok(r.rows_affected())
     }
+
+    async fn escutar(pool: PgPool, cancelar: CancellationToken) {
+        let mut espera = ESCUTA_ESPERA_INICIAL;
+        loop {
+            let inicio = Instant::now();
+            let erro = tokio::select! {
+                _ = cancelar.cancelled() => return,
+                erro = ouvir(&pool) => erro,
+            };
+            if inicio.elapsed() > ESCUTA_ESPERA_MAXIMA {
+                espera = ESCUTA_ESPERA_INICIAL; // it had been listening fine: start over
+            }
+            tracing::warn!(error = %erro, retry_in = ?espera, "mensageria relay: LISTEN connection lost; polling covers the gap, listening again shortly");
+            tokio::select! {
+                _ = cancelar.cancelled() => return,
+                _ = tokio::time::sleep(espera) => {}
+            }
+            espera = (espera * 2).min(ESCUTA_ESPERA_MAXIMA);
+        }
+    }
+}
+
+/// The channel the saída's trigger notifies; the payload is the saída's schema.
+pub(crate) const CANAL_NOTIFICACAO: &str = "mensageria_saida";
+const ESCUTA_ESPERA_INICIAL: Duration = Duration::from_millis(100);
+const ESCUTA_ESPERA_MAXIMA: Duration = Duration::from_secs(30);
+
+/// Listens until the connection fails; returns why.
+async fn ouvir(pool: &PgPool) -> sqlx::Error {
+    let resultado: Result<Infallible, sqlx::Error> = async {
+        let schema: String = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(pool)
+            .await?;
+        let mut ouvinte = PgListener::connect_with(pool).await?;
+        ouvinte.listen(CANAL_NOTIFICACAO).await?;
+        // Whatever was inserted while we were not listening is due now.
+        crate::relay::acordar();
+        loop {
+            let aviso = ouvinte.recv().await?;
+            if aviso.payload() == schema {
+                crate::relay::acordar();
+            }
+        }
+    }
+    .await;
+    match resultado {
+        Err(erro) => erro,
+    }
+}
+
+/// Installs the statement-level trigger that makes every insert into this schema's saída
+/// `pg_notify` the relays listening with `Config::com_notificacoes`. Idempotent.
+pub(crate) async fn instalar_notificacoes(pool: &PgPool) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    for sql in [
+        "CREATE OR REPLACE FUNCTION mensageria_saida_notificar() RETURNS trigger \
+         LANGUAGE plpgsql AS $$ BEGIN \
+             PERFORM pg_notify('mensageria_saida', TG_TABLE_SCHEMA); RETURN NULL; \
+         END $$",
+        "DROP TRIGGER IF EXISTS mensageria_saida_notificar ON mensageria_saida",
+        "CREATE TRIGGER mensageria_saida_notificar AFTER INSERT ON mensageria_saida \
+         FOR EACH STATEMENT EXECUTE FUNCTION mensageria_saida_notificar()",
+    ] {
+        tx.execute(sql).await?;
+    }
+    tx.commit().await
+}
+
+/// Removes what [`instalar_notificacoes`] installed. Idempotent.
+pub(crate) async fn remover_notificacoes(pool: &PgPool) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    tx.execute("DROP TRIGGER IF EXISTS mensageria_saida_notificar ON mensageria_saida")
+        .await?;
+    tx.execute("DROP FUNCTION IF EXISTS mensageria_saida_notificar()")
+        .await?;
+    tx.commit().await
 }

@@ -281,6 +281,13 @@ impl Banco for Sqlite {
         pool.begin().await.map(Some)
     }
 
+    async fn escutar(_pool: SqlitePool, _cancelar: tokio_util::sync::CancellationToken) {
+        tracing::warn!(
+            "mensageria relay: SQLite has no LISTEN/NOTIFY; `com_notificacoes` is ignored. \
+             Enqueues in this process still wake the relay at once; others are seen at the next poll"
+        );
+    }
+
     async fn registrar_recebida<'c>(
         conexao: &'c mut sqlx::SqliteConnection,
         r: Recebida<'c>,

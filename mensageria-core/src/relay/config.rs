@@ -46,6 +46,7 @@ pub struct Config {
     pub(crate) circuito_limiar: u32,
     pub(crate) margem_piso: Duration,
     pub(crate) varredura_completa: Duration,
+    pub(crate) notificacoes: bool,
 }
 
 impl Config {
@@ -71,6 +72,7 @@ impl Config {
             circuito_limiar: 5,
             margem_piso: Duration::from_secs(10),
             varredura_completa: Duration::from_secs(30),
+            notificacoes: false,
         }
     }
 
@@ -177,6 +179,14 @@ impl Config {
     pub fn com_piso(mut self, margem: Duration, varredura: Duration) -> Self {
         self.margem_piso = margem;
         self.varredura_completa = varredura;
+        self
+    }
+
+    /// Also wake on PostgreSQL notifications from other processes' enqueues (off by default:
+    /// it needs the trigger of `relay::notificacoes::instalar`, and notifying costs every
+    /// enqueue a serialized commit; see that module). SQLite ignores it.
+    pub fn com_notificacoes(mut self, escutar: bool) -> Self {
+        self.notificacoes = escutar;
         self
     }
 

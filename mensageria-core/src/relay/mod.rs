@@ -33,6 +33,8 @@ mod backoff;
 mod circuito;
 mod config;
 mod motor;
+#[cfg(feature = "postgres")]
+pub mod notificacoes;
 
 use std::sync::LazyLock;
 use std::time::Duration;

@@ -237,6 +237,12 @@ impl<DB: Banco> Motor<DB> {
         let mut leases: HashMap<tokio::task::Id, (i64, i64)> = HashMap::new();
         let mut acordado_em: Option<Instant> = None;
         let mut espera_rapida = Duration::from_millis(2);
+        // The listener lives as long as this loop (a JoinSet aborts its tasks when dropped, so
+        // an aborted relay takes its listener with it).
+        let mut escuta = JoinSet::new();
+        if self.config.notificacoes {
+            escuta.spawn(DB::escutar(self.pool.clone(), cancelar.clone()));
+        }
 
         while !cancelar.is_cancelled() {
             while let Some(Ok((id, _))) = em_voo.try_join_next_with_id() {
