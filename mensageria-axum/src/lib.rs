@@ -35,7 +35,7 @@
 //! 1. `Authorization: Bearer` against the configured tokens (constant time; several accepted so
 //!    they can be rotated): **401** before any database access or body read.
 //! 2. The body, bounded (1 MiB by default): **413**.
-//! 3. JSON decoding into the payload type (serde_json refuses nesting over 128 levels): **400**.
+//! 3. JSON decoding into the payload type (serde_json refuses nesting over 128 levels in the fields it reads; unknown fields are skipped without recursion, bounded by the body limit): **400**.
 //! 4. The natural key, canonical and injective (a JSON array of the parts, at most 1 KiB):
 //!    **422** if it cannot be built.
 //! 5. A transaction; the dedup record `(tipo, key)` inserted with conflict-do-nothing. Already
@@ -64,6 +64,7 @@ mod receber;
 mod receptor;
 mod rejeicao;
 mod rotas;
+mod versao;
 
 pub use chave::{ChaveNatural, ErroChave, TAMANHO_MAXIMO_CHAVE};
 pub use config::Config;
@@ -74,7 +75,7 @@ pub use mensageria_core;
 /// `#[receptor(tipo = "...", chave_natural = <expr>)]`, optionally `versao = <expr>`, on
 /// `async fn name(tx: &mut Transaction<'_, DB>, evento: Payload) -> Result<(), Rejeicao>`, where
 /// `DB` is `Postgres` or `Sqlite` and the expressions read the payload parameter by its name.
-/// `chave_natural` is a field, a call, or a tuple of them; `versao` converts into `i64`. The
+/// `chave_natural` is a field, a call, or a tuple of them; `versao` is a [`Versao`] (an integer that grows with each change). The
 /// function stays callable; the attribute adds a unit struct `Receptor<Name>` implementing
 /// [`Receptor`] (for [`rota`]) and registers it for [`router`].
 pub use mensageria_macros::receptor;
@@ -82,6 +83,7 @@ pub use receber::{Resultado, receber};
 pub use receptor::{Receptor, ReceptorRegistrado, registrados};
 pub use rejeicao::Rejeicao;
 pub use rotas::{purgar, rota, router};
+pub use versao::Versao;
 
 /// Support for generated code. Not public API.
 #[doc(hidden)]
@@ -89,6 +91,7 @@ pub mod __private {
     pub use crate::chave::{chave, parte};
     pub use crate::openapi::{EsquemaGenerico, Sonda};
     pub use crate::rotas::montar;
+    pub use crate::versao::versao;
     pub use inventory;
     pub use mensageria_core::sqlx;
 }

@@ -3,7 +3,9 @@
 
 use std::marker::PhantomData;
 
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem, PathsBuilder};
+use utoipa::openapi::path::{
+    HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem, PathsBuilder,
+};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
@@ -76,6 +78,44 @@ pub trait EsquemaGenerico {
 
 impl<T> EsquemaGenerico for &Sonda<T> {}
 
+/// The body of every 200: what was done.
+fn esquema_resultado() -> RefOr<Schema> {
+    let texto = || ObjectBuilder::new().schema_type(Type::String);
+    RefOr::T(Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property(
+                "resultado",
+                texto()
+                    .enum_values(Some(["applied", "duplicate"]))
+                    .description(Some("`applied`: the effect was committed now; `duplicate`: it had been, nothing was done")),
+            )
+            .property("tipo", texto())
+            .property("request_id", texto())
+            .required("resultado")
+            .required("tipo")
+            .required("request_id")
+            .build(),
+    ))
+}
+
+/// The body of every error answer.
+fn esquema_erro() -> RefOr<Schema> {
+    let texto = || ObjectBuilder::new().schema_type(Type::String);
+    RefOr::T(Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property(
+                "erro",
+                texto().description(Some("a stable code: unauthorized, payload_too_large, invalid_payload, invalid_key, rejected, temporary, panic, database, unknown_tipo")),
+            )
+            .property("mensagem", texto().description(Some("what went wrong, for a human")))
+            .required("erro")
+            .required("mensagem")
+            .build(),
+    ))
+}
+
 /// The document for `receptores` mounted under `base`.
 pub(crate) fn documento<'a>(
     base: &str,
@@ -86,7 +126,23 @@ pub(crate) fn documento<'a>(
         "bearer",
         SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
     );
-    let resposta = |descricao: &str| ResponseBuilder::new().description(descricao).build();
+    componentes = componentes
+        .schema("MensageriaResultado", esquema_resultado())
+        .schema("MensageriaErro", esquema_erro());
+    let com_corpo = |descricao: &str, nome: &str| {
+        ResponseBuilder::new()
+            .description(descricao)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                        nome,
+                    ))))
+                    .build(),
+            )
+            .build()
+    };
+    let resposta = |descricao: &str| com_corpo(descricao, "MensageriaErro");
     for receptor in receptores {
         let EsquemaEvento {
             esquema,
@@ -104,10 +160,27 @@ pub(crate) fn documento<'a>(
                 "Receive `{}` (idempotent by natural key)",
                 receptor.tipo
             )))
-            .description(Some(
+            .description(Some(if receptor.convergente {
+                "Delivered at least once by a mensageria relay. Convergent: an event is applied \
+                 when its version is newer than the last one applied for its natural key; an \
+                 equal or older version answers 200 with `duplicate` and changes nothing."
+            } else {
                 "Delivered at least once by a mensageria relay. The same event applied N times has \
-                 the effect of applying it once: a repeat answers 200 with `duplicate`.",
-            ))
+                 the effect of applying it once: a repeat answers 200 with `duplicate`."
+            }))
+            .parameter(
+                ParameterBuilder::new()
+                    .name("x-request-id")
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(
+                        "the message id (the relay sends it); echoed in the answer. Up to 128 \
+                         printable ASCII characters, otherwise replaced by a fresh id",
+                    ))
+                    .schema(Some(
+                        ObjectBuilder::new().schema_type(Type::String).max_length(Some(128)),
+                    )),
+            )
             .tag("mensageria")
             .request_body(Some(
                 RequestBodyBuilder::new()
@@ -120,13 +193,22 @@ pub(crate) fn documento<'a>(
             ))
             .response(
                 "200",
-                resposta("applied, or duplicate (already applied: nothing done)"),
+                com_corpo(
+                    "applied, or duplicate (already applied: nothing done)",
+                    "MensageriaResultado",
+                ),
             )
             .response(
                 "400",
                 resposta("payload is not valid JSON for this tipo: dead-lettered by the relay"),
             )
             .response("401", resposta("missing or invalid bearer token"))
+            .response(
+                "408",
+                ResponseBuilder::new()
+                    .description("took longer than the configured time limit (empty body); rolled back; retried")
+                    .build(),
+            )
             .response("413", resposta("body over the size limit"))
             .response(
                 "422",

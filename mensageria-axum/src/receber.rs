@@ -67,7 +67,12 @@ async fn responder<R: Receptor>(
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return resposta;
     }
-    let id_mensagem = Uuid::parse_str(id_pedido).ok();
+    // The message id is what the sender said, never an id we made up for the request.
+    let id_mensagem = pedido
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| Uuid::parse_str(v).ok());
     let correlacao_id = pedido
         .headers()
         .get("x-correlation-id")
@@ -76,16 +81,19 @@ async fn responder<R: Receptor>(
         .map(str::to_owned)
         .unwrap_or_else(|| id_pedido.to_owned());
 
-    // 2. How much: the body, bounded.
+    // 2. How much: the body, bounded. A declared length over the limit is refused before
+    // anything is read.
+    let declarado = pedido
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declarado.is_some_and(|tamanho| tamanho > estado.config.limite_corpo as u64) {
+        return muito_grande(estado.config.limite_corpo);
+    }
     let corpo = match axum::body::to_bytes(pedido.into_body(), estado.config.limite_corpo).await {
         Ok(corpo) => corpo,
-        Err(_) => {
-            return erro(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                &format!("body over {} bytes", estado.config.limite_corpo),
-            );
-        }
+        Err(_) => return muito_grande(estado.config.limite_corpo),
     };
 
     // 3. What: the payload and its identity.
@@ -236,6 +244,14 @@ fn sucesso(resultado: Resultado, tipo: &str, id_pedido: &str) -> Response {
 pub(crate) fn erro(status: StatusCode, codigo: &str, mensagem: &str) -> Response {
     let corpo = json!({ "erro": codigo, "mensagem": mensagem });
     (status, axum::Json(corpo)).into_response()
+}
+
+fn muito_grande(limite: usize) -> Response {
+    erro(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        &format!("body over {limite} bytes; raise `Config::com_limite_corpo` or send less"),
+    )
 }
 
 fn indisponivel(falha: &mensageria_core::sqlx::Error) -> Response {

@@ -58,6 +58,8 @@ pub struct ReceptorRegistrado {
     pub montar: fn(&dyn Any) -> Option<MethodRouter>,
     /// Its payload's schema.
     pub esquema: fn() -> crate::openapi::EsquemaEvento,
+    /// Whether it is convergent (`versao = ...`): newer versions of a key are applied.
+    pub convergente: bool,
 }
 
 inventory::collect!(ReceptorRegistrado);

@@ -49,9 +49,23 @@ impl Rejeicao {
     }
 }
 
-/// A database error inside the effect is temporary: `?` on sqlx calls just works.
+/// `?` on sqlx calls just works. A database error inside the effect is temporary (retried),
+/// except a PostgreSQL *data exception* (SQLSTATE class `22`: a NUL in text, a value out of
+/// range, an invalid date), which the same event would hit on every redelivery: permanent, so
+/// the sender dead-letters it instead of retrying it for days. Constraint violations stay
+/// temporary: a foreign key may be satisfied by an event that has not arrived yet.
 impl From<mensageria_core::sqlx::Error> for Rejeicao {
     fn from(erro: mensageria_core::sqlx::Error) -> Self {
-        Self::temporaria(format!("database error: {erro}"))
+        let dado_invalido = erro
+            .as_database_error()
+            .and_then(|e| e.code())
+            .is_some_and(|codigo| codigo.len() == 5 && codigo.starts_with("22"));
+        if dado_invalido {
+            Self::permanente(format!(
+                "the event's data is refused by the database: {erro}"
+            ))
+        } else {
+            Self::temporaria(format!("database error: {erro}"))
+        }
     }
 }

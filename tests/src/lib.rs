@@ -348,3 +348,42 @@ pub mod log {
         }
     }
 }
+
+/// Sends only the head of a `POST` to `caminho` that announces a body of `tamanho` bytes (with
+/// the extra header lines `cabecalhos`, each ending in `\r\n`), never the body, and returns the
+/// answer's status line. An answer that waited for the body would never come; an answer that
+/// comes without it cannot race the client's writes (as a large body sent in full would).
+pub async fn so_a_cabeca(
+    endereco: std::net::SocketAddr,
+    caminho: &str,
+    cabecalhos: &str,
+    tamanho: usize,
+) -> String {
+    use std::io::{Read, Write};
+    let cabeca = format!(
+        "POST {caminho} HTTP/1.1\r\nhost: {endereco}\r\ncontent-type: application/json\r\n\
+         {cabecalhos}content-length: {tamanho}\r\n\r\n"
+    );
+    tokio::task::spawn_blocking(move || {
+        let mut conexao = std::net::TcpStream::connect(endereco).expect("connect");
+        conexao
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("read timeout");
+        conexao.write_all(cabeca.as_bytes()).expect("send the head");
+        let mut lido = Vec::new();
+        let mut pedaco = [0_u8; 1024];
+        while !lido.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conexao
+                .read(&mut pedaco)
+                .expect("an answer without the body");
+            if n == 0 {
+                break;
+            }
+            lido.extend_from_slice(&pedaco[..n]);
+        }
+        let texto = String::from_utf8_lossy(&lido).into_owned();
+        texto.lines().next().unwrap_or_default().to_owned()
+    })
+    .await
+    .expect("the head-only request")
+}

@@ -47,6 +47,7 @@ pub struct Config {
     pub(crate) margem_piso: Duration,
     pub(crate) varredura_completa: Duration,
     pub(crate) notificacoes: bool,
+    pub(crate) acordar_no_processo: bool,
 }
 
 impl Config {
@@ -73,6 +74,7 @@ impl Config {
             margem_piso: Duration::from_secs(10),
             varredura_completa: Duration::from_secs(30),
             notificacoes: false,
+            acordar_no_processo: true,
         }
     }
 
@@ -187,6 +189,14 @@ impl Config {
     /// enqueue a serialized commit; see that module). SQLite ignores it.
     pub fn com_notificacoes(mut self, escutar: bool) -> Self {
         self.notificacoes = escutar;
+        self
+    }
+
+    /// Whether wake-ups ([`acordar`](super::acordar): this process's enqueues, and
+    /// notifications when listening) make the relay look at once (the default). Off, the relay
+    /// only polls: for measuring polling latency, or to pace a relay by its poll alone.
+    pub fn com_acordar_no_processo(mut self, acordar: bool) -> Self {
+        self.acordar_no_processo = acordar;
         self
     }
 

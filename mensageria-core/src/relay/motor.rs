@@ -335,7 +335,7 @@ impl<DB: Banco> Motor<DB> {
             let acordar = ACORDAR.notified();
             tokio::select! {
                 _ = cancelar.cancelled() => {}
-                _ = acordar => {
+                _ = acordar, if self.config.acordar_no_processo => {
                     acordado_em = Some(Instant::now());
                     espera_rapida = Duration::from_millis(2);
                 }

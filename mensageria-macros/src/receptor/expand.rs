@@ -27,11 +27,13 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
         .map(|parte| quote_spanned!(parte.span()=> ::mensageria_axum::__private::parte(&(#parte))));
     let versao = args.versao.as_ref().map(|versao| {
         quote_spanned! {versao.span()=>
+            #[allow(clippy::needless_borrows_for_generic_args)]
             fn versao(#evento: &#payload) -> ::core::option::Option<i64> {
-                ::core::option::Option::Some(::core::convert::Into::<i64>::into(#versao))
+                ::core::option::Option::Some(::mensageria_axum::__private::versao(&(#versao)))
             }
         }
     });
+    let convergente = args.versao.is_some();
     let chamada = quote_spanned!(funcao.sig.span()=> #nome(tx, evento));
     let marcador = format_ident!(
         "__mensageria_tipo_{}_ja_tem_receptor_neste_crate",
@@ -95,6 +97,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                     funcao: #nome_str,
                     montar: ::mensageria_axum::__private::montar::<#estrutura>,
                     esquema: <#estrutura as ::mensageria_axum::Receptor>::esquema,
+                    convergente: #convergente,
                 }
             }
         };
