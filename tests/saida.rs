@@ -230,3 +230,51 @@ async fn despacho_decodifica_e_chama_a_funcao() {
         .unwrap_err();
     assert!(matches!(falha, FalhaEnvio::Permanente { .. }), "{falha}");
 }
+
+nos_dois_bancos! {
+    // Compiling is half of this test: `tokio::spawn` and Axum handlers require `Send` futures,
+    // and a future that awaits `enfileirar(&mut *tx, ..)` must be `Send` for every lifetime of
+    // the borrow (it was not while the store's insert returned an opaque future).
+    async fn enfileirar_dentro_de_tarefa_e_de_handler_axum(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let pool = db.pool.clone();
+        let id = tokio::spawn(async move {
+            let mut tx = pool.begin().await.unwrap();
+            let id = enfileirar(&mut *tx, &encerramento()).await.unwrap();
+            tx.commit().await.unwrap();
+            id
+        })
+        .await
+        .unwrap();
+
+        let pool = db.pool.clone();
+        let app = axum::Router::new().route(
+            "/encerrar",
+            axum::routing::post(move || async move {
+                let mut tx = pool.begin().await.unwrap();
+                let id = enfileirar(&mut *tx, &encerramento()).await.unwrap();
+                tx.commit().await.unwrap();
+                id.to_string()
+            }),
+        );
+        let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endereco = ouvinte.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(ouvinte, app).await });
+        let resposta = reqwest::Client::new()
+            .post(format!("http://{endereco}/encerrar"))
+            .send()
+            .await
+            .unwrap();
+        assert!(resposta.status().is_success());
+        let id_do_handler = resposta.text().await.unwrap();
+
+        let mut ids: Vec<String> = sqlx::query_scalar("SELECT CAST(id_mensagem AS TEXT) FROM mensageria_saida")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+        ids.sort();
+        let mut esperados = vec![id.to_string(), id_do_handler];
+        esperados.sort();
+        assert_eq!(ids, esperados);
+    }
+}

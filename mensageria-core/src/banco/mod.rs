@@ -6,6 +6,7 @@
 //! either pool, transaction or connection.
 
 use std::future::Future;
+use std::pin::Pin;
 
 use sqlx::{Executor, Pool};
 use tokio_util::sync::CancellationToken;
@@ -92,11 +93,17 @@ pub trait Banco: sqlx::Database + selado::Selado {
     ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send;
 
     /// Inserts one row into the saída through the caller's executor.
+    ///
+    /// Boxed on purpose: the future's type then does not mention `E`, so a caller's future that
+    /// awaits it (an Axum handler, a `tokio::spawn`ed task) is `Send` for every lifetime of
+    /// `&mut *tx`. With an opaque `impl Future` the compiler has to prove `E: Executor<'e>` for
+    /// all lifetimes and rejects the caller ("implementation of `Executor` is not general
+    /// enough"); `tests/saida.rs` holds the regression.
     #[doc(hidden)]
     fn inserir_na_saida<'e, 'm, E>(
         executor: E,
         mensagem: NovaMensagem<'m>,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'm
+    ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>>
     where
         E: Executor<'e, Database = Self> + 'm,
         'e: 'm;

@@ -1,6 +1,8 @@
 //! The PostgreSQL store.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -69,25 +71,27 @@ impl Banco for Postgres {
         .map(Some)
     }
 
-    async fn inserir_na_saida<'e, 'm, E>(
+    fn inserir_na_saida<'e, 'm, E>(
         executor: E,
         m: NovaMensagem<'m>,
-    ) -> Result<(), sqlx::Error>
+    ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>>
     where
         E: Executor<'e, Database = Self> + 'm,
         'e: 'm,
     {
-        sqlx::query(
-            "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
-             VALUES ($1, $2, $3::json, $4)",
-        )
-        .bind(m.id_mensagem)
-        .bind(m.tipo)
-        .bind(m.payload)
-        .bind(m.correlacao)
-        .execute(executor)
-        .await
-        .map(drop)
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
+                 VALUES ($1, $2, $3::json, $4)",
+            )
+            .bind(m.id_mensagem)
+            .bind(m.tipo)
+            .bind(m.payload)
+            .bind(m.correlacao)
+            .execute(executor)
+            .await
+            .map(drop)
+        })
     }
 
     async fn reivindicar(pool: &PgPool, p: Pedido<'_>) -> Result<Vec<Reivindicada>, sqlx::Error> {

@@ -1,6 +1,8 @@
 //! The SQLite store, the embedded default.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -71,25 +73,27 @@ impl Banco for Sqlite {
         .map(Some)
     }
 
-    async fn inserir_na_saida<'e, 'm, E>(
+    fn inserir_na_saida<'e, 'm, E>(
         executor: E,
         m: NovaMensagem<'m>,
-    ) -> Result<(), sqlx::Error>
+    ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>>
     where
         E: Executor<'e, Database = Self> + 'm,
         'e: 'm,
     {
-        sqlx::query(
-            "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
-             VALUES (?1, ?2, ?3, ?4)",
-        )
-        .bind(m.id_mensagem.to_string())
-        .bind(m.tipo)
-        .bind(m.payload)
-        .bind(m.correlacao)
-        .execute(executor)
-        .await
-        .map(drop)
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )
+            .bind(m.id_mensagem.to_string())
+            .bind(m.tipo)
+            .bind(m.payload)
+            .bind(m.correlacao)
+            .execute(executor)
+            .await
+            .map(drop)
+        })
     }
 
     async fn reivindicar(
