@@ -59,6 +59,8 @@
 mod chave;
 mod config;
 mod estado;
+#[cfg(feature = "prometheus")]
+pub mod metricas;
 pub mod openapi;
 mod receber;
 mod receptor;

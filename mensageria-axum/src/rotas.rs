@@ -12,13 +12,14 @@ use axum::routing::{MethodRouter, get, post};
 use mensageria_core::sqlx::Pool;
 use mensageria_core::{Banco, Erro};
 use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
 
 use crate::receptor::registrados;
 use crate::{Config, Estado, Receptor, ReceptorRegistrado, receber};
 
 /// A router with every receptor registered in this binary for this backend at
 /// `POST {base}/{tipo}`, the OpenAPI document at `GET {openapi}`, a JSON 404 for unknown tipos,
-/// and the request timeout.
+/// the request timeout and a `tower_http` trace span per request.
 ///
 /// Fails when the configuration does not hang together or two crates register one tipo.
 pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro> {
@@ -63,10 +64,14 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
             &format!("{}/{{tipo}}", config.caminho_base),
             post(tipo_desconhecido),
         );
-    Ok(app.layer(TimeoutLayer::with_status_code(
-        StatusCode::REQUEST_TIMEOUT,
-        limite(config.tempo_limite),
-    )))
+    Ok(app
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limite(config.tempo_limite),
+        ))
+        // Outermost: one `request` span per HTTP request (method, URI), around the receptor's
+        // own `mensageria.receptor` span; the status and latency are logged at the end.
+        .layer(TraceLayer::new_for_http()))
 }
 
 fn limite(tempo: Duration) -> Duration {

@@ -18,10 +18,13 @@ pub mod correlacao;
 pub mod destino;
 pub mod enviador;
 mod erro;
+mod fila;
 pub mod registro;
 pub mod relay;
 pub mod saida;
 pub mod schema;
+#[cfg(feature = "teste")]
+pub mod teste;
 pub mod tipo;
 
 pub use banco::Banco;

@@ -4,6 +4,8 @@
 //! PostgreSQL is reached at `DATABASE_URL`, by default `postgres://postgres@127.0.0.1:5432/postgres`
 //! (`scripts/test` starts the local server when it is down).
 
+pub mod faltas;
+
 use std::str::FromStr;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -42,6 +44,36 @@ impl PgIsolado {
     /// Another pool on the same schema (another app, another replica).
     pub async fn outro_pool(&self, conexoes: u32) -> PgPool {
         Self::pool_em(&self.schema, conexoes).await
+    }
+
+    /// Another pool on the same schema whose connections carry `application_name = nome`, so
+    /// a test can find and kill them (`pg_terminate_backend`).
+    pub async fn pool_com_nome(&self, conexoes: u32, nome: &str) -> PgPool {
+        let opcoes = Self::opcoes(&self.schema).application_name(nome);
+        Self::conectar(opcoes, conexoes).await
+    }
+
+    /// Another pool on the same schema that reaches PostgreSQL through `endereco` (a fault
+    /// proxy on 127.0.0.1).
+    pub async fn pool_via(&self, endereco: std::net::SocketAddr, conexoes: u32) -> PgPool {
+        let opcoes = Self::opcoes(&self.schema)
+            .host(&endereco.ip().to_string())
+            .port(endereco.port());
+        Self::conectar(opcoes, conexoes).await
+    }
+
+    fn opcoes(schema: &str) -> PgConnectOptions {
+        PgConnectOptions::from_str(&database_url())
+            .expect("a valid DATABASE_URL")
+            .options([("search_path", schema)])
+    }
+
+    async fn conectar(opcoes: PgConnectOptions, conexoes: u32) -> PgPool {
+        PgPoolOptions::new()
+            .max_connections(conexoes)
+            .connect_with(opcoes)
+            .await
+            .expect("connect to the test schema")
     }
 
     async fn pool_em(schema: &str, conexoes: u32) -> PgPool {

@@ -48,6 +48,7 @@ pub struct Config {
     pub(crate) varredura_completa: Duration,
     pub(crate) notificacoes: bool,
     pub(crate) acordar_no_processo: bool,
+    pub(crate) ensaio: super::Ensaio,
 }
 
 impl Config {
@@ -75,6 +76,7 @@ impl Config {
             varredura_completa: Duration::from_secs(30),
             notificacoes: false,
             acordar_no_processo: true,
+            ensaio: super::Ensaio::new(),
         }
     }
 
@@ -197,6 +199,13 @@ impl Config {
     /// only polls: for measuring polling latency, or to pace a relay by its poll alone.
     pub fn com_acordar_no_processo(mut self, acordar: bool) -> Self {
         self.acordar_no_processo = acordar;
+        self
+    }
+
+    /// Turns on the relay's own fault switches, for tests (see [`crate::teste`]).
+    #[cfg(feature = "teste")]
+    pub fn com_ensaio(mut self, ensaio: super::Ensaio) -> Self {
+        self.ensaio = ensaio;
         self
     }
 

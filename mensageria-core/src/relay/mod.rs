@@ -32,6 +32,7 @@
 mod backoff;
 mod circuito;
 mod config;
+mod ensaio;
 mod motor;
 #[cfg(feature = "postgres")]
 pub mod notificacoes;
@@ -45,6 +46,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{Config, Modo};
+pub use ensaio::Ensaio;
 
 use crate::enviador::Recursos;
 use crate::{Banco, Erro, Registro};

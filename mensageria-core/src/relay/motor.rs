@@ -245,6 +245,11 @@ impl<DB: Banco> Motor<DB> {
         }
 
         while !cancelar.is_cancelled() {
+            // Listen for wake-ups from here on, not only while idle: an enqueue that commits
+            // while this iteration claims or delivers must not wait for the next poll.
+            let acordar = ACORDAR.notified();
+            tokio::pin!(acordar);
+            acordar.as_mut().enable();
             while let Some(Ok((id, _))) = em_voo.try_join_next_with_id() {
                 leases.remove(&id);
             }
@@ -257,6 +262,8 @@ impl<DB: Banco> Motor<DB> {
                         }
                         registrado = true;
                         proximo_heartbeat = Instant::now() + self.config.heartbeat;
+                        // Backlog gauges, at the heartbeat's pace (one query over our tipos).
+                        crate::fila::publicar(&self.pool, tipos).await;
                     }
                     Err(erro) => banco.falhou(&erro),
                 }
@@ -332,10 +339,9 @@ impl<DB: Banco> Motor<DB> {
                 espera = espera.min(sonda.saturating_duration_since(agora));
             }
             let ate = agora + espera;
-            let acordar = ACORDAR.notified();
             tokio::select! {
                 _ = cancelar.cancelled() => {}
-                _ = acordar, if self.config.acordar_no_processo => {
+                _ = &mut acordar, if self.config.acordar_no_processo => {
                     acordado_em = Some(Instant::now());
                     espera_rapida = Duration::from_millis(2);
                 }
@@ -466,7 +472,13 @@ async fn entregar<DB: Banco>(
                 }
                 metrics::histogram!("mensageria_delivery_age_seconds", "tipo" => tipo.clone())
                     .record(linha.idade_ms as f64 / 1000.0);
-                liquidar(|| DB::confirmar(&pool, linha.id, token), Desfecho::Entregue).await
+                if config.ensaio.perder_primeiro_ack && linha.tentativas <= 1 {
+                    // Test switch: the ack "got lost"; the row is due again at once.
+                    let perdido = "ensaio: ack lost on purpose";
+                    liquidar(|| DB::reagendar(&pool, linha.id, token, 0, perdido), Desfecho::Reagendada).await
+                } else {
+                    liquidar(|| DB::confirmar(&pool, linha.id, token), Desfecho::Entregue).await
+                }
             }
             Err(FalhaEnvio::Permanente { motivo }) => {
                 circuito(false);
@@ -520,7 +532,17 @@ async fn enviar(
         .com_tentativa(u32::try_from(linha.tentativas).unwrap_or(1))
         .com_correlacao(linha.correlacao.clone())
         .com_recursos(recursos);
-    let tarefa = tokio::spawn(async move { despachar(&payload, &ctx).await }.in_current_span());
+    let duplicar = config.ensaio.duplicar;
+    let tarefa = tokio::spawn(
+        async move {
+            if duplicar {
+                // Test switch: the first send's outcome is dropped, as a sender's timeout would.
+                let _ = despachar(&payload, &ctx).await;
+            }
+            despachar(&payload, &ctx).await
+        }
+        .in_current_span(),
+    );
     let _abortar = AbortarAoSoltar(tarefa.abort_handle());
     match timeout(config.tempo_limite_envio, tarefa).await {
         Ok(Ok(resultado)) => resultado,

@@ -1,0 +1,110 @@
+//! The Prometheus `/metrics` route (feature `prometheus`).
+//!
+//! mensageria emits through the [`metrics`] facade only and never installs a recorder or binds
+//! a port: the **application** installs the Prometheus recorder once, at start, and mounts
+//! [`rota`] on the router it already serves (behind its own auth, if it wants).
+//!
+//! ```
+//! use metrics_exporter_prometheus::PrometheusBuilder;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The application's choice, once per process: mensageria never does this itself.
+//! let handle = PrometheusBuilder::new().install_recorder()?;
+//! mensageria_axum::metricas::descrever(); // optional: HELP lines for mensageria's metrics
+//!
+//! let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
+//! mensageria_core::migrar(&pool).await?;
+//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new(["segredo"]))?
+//!     .merge(mensageria_axum::metricas::rota(handle)); // GET /metrics
+//! // axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Every metric, its type and labels are listed in the README's *Metrics* table.
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+pub use metrics_exporter_prometheus::PrometheusHandle;
+
+/// Where [`rota`] serves the metrics.
+pub const CAMINHO: &str = "/metrics";
+
+/// The content type of Prometheus' text exposition format.
+const TIPO_DE_CONTEUDO: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A router with `GET /metrics` rendering `handle`'s recorder in Prometheus' text format. Merge
+/// it into the application's router (any state `S`). Each scrape also runs the recorder's
+/// upkeep, so nothing else needs to.
+pub fn rota<S>(handle: PrometheusHandle) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    Router::new().route(
+        CAMINHO,
+        get(move || {
+            let handle = handle.clone();
+            async move {
+                handle.run_upkeep();
+                ([(header::CONTENT_TYPE, TIPO_DE_CONTEUDO)], handle.render()).into_response()
+            }
+        }),
+    )
+}
+
+/// Describes mensageria's metrics (type, unit, help text) to the recorder in force. Optional:
+/// call it once after installing the recorder so the scrape carries `# HELP` lines.
+pub fn descrever() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "mensageria_enqueued_total",
+        Unit::Count,
+        "Messages written to the saída (label tipo)"
+    );
+    describe_counter!(
+        "mensageria_delivered_total",
+        Unit::Count,
+        "Messages delivered and deleted from the saída (label tipo)"
+    );
+    describe_counter!(
+        "mensageria_redelivered_total",
+        Unit::Count,
+        "Deliveries that were not the first attempt (label tipo)"
+    );
+    describe_counter!(
+        "mensageria_retried_total",
+        Unit::Count,
+        "Temporary failures scheduled for another attempt (label tipo)"
+    );
+    describe_counter!(
+        "mensageria_dead_lettered_total",
+        Unit::Count,
+        "Messages moved to the dead letters (label tipo)"
+    );
+    describe_counter!(
+        "mensageria_received_total",
+        Unit::Count,
+        "Receptor outcomes (labels tipo, resultado: applied, duplicate, rejected, temporary, panic)"
+    );
+    describe_histogram!(
+        "mensageria_claim_seconds",
+        Unit::Seconds,
+        "Time of one claim round trip to the database"
+    );
+    describe_histogram!(
+        "mensageria_delivery_age_seconds",
+        Unit::Seconds,
+        "Enqueue to delivery, measured at delivery (label tipo)"
+    );
+    describe_gauge!(
+        "mensageria_backlog",
+        Unit::Count,
+        "Rows of the tipo waiting in the saída, pending or in flight, measured with the relay's heartbeat (label tipo)"
+    );
+    describe_gauge!(
+        "mensageria_backlog_oldest_age_seconds",
+        Unit::Seconds,
+        "Age of the tipo's oldest row in the saída, measured with the relay's heartbeat (label tipo)"
+    );
+}

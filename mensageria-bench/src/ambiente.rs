@@ -1,0 +1,130 @@
+//! Where the bench runs: the PostgreSQL server, a schema per scenario, SQLite files, the machine.
+
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, SqlitePool};
+
+pub(crate) fn database_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A schema of one scenario's own, with the mensageria tables and the bench's business tables.
+pub(crate) struct Pg {
+    pub(crate) schema: String,
+}
+
+impl Pg {
+    pub(crate) async fn novo() -> Self {
+        let schema = format!("bench_{}", uuid::Uuid::now_v7().simple());
+        let admin = PgPool::connect(&database_url())
+            .await
+            .expect("PostgreSQL at DATABASE_URL (scripts/test starts it)");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&admin)
+            .await
+            .expect("create the bench schema");
+        admin.close().await;
+        let pg = Self { schema };
+        let pool = pg.pool(2).await;
+        mensageria_core::migrar(&pool).await.expect("migrate");
+        for sql in [
+            "CREATE TABLE negocio (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, valor TEXT NOT NULL)",
+            "CREATE TABLE efeito (n BIGINT PRIMARY KEY, recebido_em TIMESTAMPTZ NOT NULL DEFAULT now())",
+            "CREATE TABLE efeito_puro (n BIGINT PRIMARY KEY, recebido_em TIMESTAMPTZ NOT NULL DEFAULT now())",
+        ] {
+            sqlx::query(sql).execute(&pool).await.expect("bench tables");
+        }
+        pool.close().await;
+        pg
+    }
+
+    /// A pool of `conexoes` on this schema.
+    pub(crate) async fn pool(&self, conexoes: u32) -> PgPool {
+        let opcoes = PgConnectOptions::from_str(&database_url())
+            .expect("a valid DATABASE_URL")
+            .options([("search_path", self.schema.as_str())]);
+        PgPoolOptions::new()
+            .max_connections(conexoes)
+            .min_connections(conexoes)
+            .connect_with(opcoes)
+            .await
+            .expect("connect to the bench schema")
+    }
+
+    pub(crate) async fn descartar(self) {
+        let admin = PgPool::connect(&database_url()).await.expect("PostgreSQL");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA {} CASCADE",
+            self.schema
+        )))
+        .execute(&admin)
+        .await
+        .expect("drop the bench schema");
+        admin.close().await;
+    }
+}
+
+/// A SQLite file with the mensageria tables and the business table.
+pub(crate) async fn sqlite(dir: &tempfile::TempDir, nome: &str) -> SqlitePool {
+    let pool = mensageria_core::banco::sqlite::abrir(&dir.path().join(nome))
+        .await
+        .expect("open SQLite");
+    mensageria_core::migrar(&pool).await.expect("migrate");
+    sqlx::query("CREATE TABLE negocio (id INTEGER PRIMARY KEY AUTOINCREMENT, valor TEXT NOT NULL)")
+        .execute(&pool)
+        .await
+        .expect("business table");
+    pool
+}
+
+/// What this machine is, for the report.
+pub(crate) async fn maquina() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let nucleos = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memoria_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let versao_pg = match PgPool::connect(&database_url()).await {
+        Ok(pool) => {
+            let versao: String = sqlx::query_scalar("SHOW server_version")
+                .fetch_one(&pool)
+                .await
+                .unwrap_or_default();
+            pool.close().await;
+            versao
+        }
+        Err(_) => "unreachable".into(),
+    };
+    format!(
+        "{nucleos} cores ({cpu}), {memoria_gib:.0} GiB RAM, PostgreSQL {versao_pg} (stock config, same machine), SQLite (bundled, WAL, synchronous=FULL)"
+    )
+}
+
+/// Resident memory of this process, in KiB.
+pub(crate) fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("VmRSS"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,246 @@
+//! 5. Claim scaling: claim latency with no history vs with deleted (delivered) rows that vacuum
+//!    has not cleared ahead of the queue, with and without the relay's keyset floor; burn-down
+//!    rate of a large backlog with a no-op enviador; the relay's memory with that backlog.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use mensageria_core::Banco;
+use mensageria_core::banco::Pedido;
+use mensageria_core::relay::{Config, Relay};
+use sqlx::{PgPool, Postgres};
+
+use crate::Parametros;
+use crate::ambiente::{Pg, rss_kib};
+use crate::relatorio::{Relatorio, fmt};
+
+const LOTE: i64 = 64;
+const CLAIMS: usize = 100;
+
+/// Inserts `quantas` due rows of `bench.nada`, due `atras` ago (spread by a microsecond each).
+async fn semear(pool: &PgPool, quantas: i64, atras: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, proxima_tentativa_em) \
+         SELECT gen_random_uuid(), 'bench.nada', '{{\"n\":1}}'::json, \
+                now() - interval '{atras}' + g * interval '1 microsecond' \
+         FROM generate_series(1, $1) AS g"
+    )))
+    .bind(quantas)
+    .execute(pool)
+    .await
+    .expect("seed the saída");
+}
+
+/// One claim of `LOTE` rows from `piso_ms`; returns its duration and the head it saw. The
+/// claimed rows are then deleted (as delivered), outside the timing.
+async fn reivindicar(pool: &PgPool, piso_ms: i64) -> (f64, i64) {
+    let tipos = ["bench.nada"];
+    let pisos = [piso_ms];
+    let inicio = Instant::now();
+    let linhas = Postgres::reivindicar(
+        pool,
+        Pedido {
+            tipos: &tipos,
+            pisos_ms: &pisos,
+            lote: LOTE,
+            lease_ms: 60_000,
+            dono: "bench",
+            token: 7,
+        },
+    )
+    .await
+    .expect("claim");
+    let ms = inicio.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(linhas.len() as i64, LOTE, "the bench seeds enough rows");
+    let cabeca = linhas.iter().map(|l| l.devida_em_ms).min().unwrap_or(0);
+    let ids: Vec<i64> = linhas.iter().map(|l| l.id).collect();
+    sqlx::query("DELETE FROM mensageria_saida WHERE id = ANY($1)")
+        .bind(&ids)
+        .execute(pool)
+        .await
+        .expect("delete as delivered");
+    (ms, cabeca)
+}
+
+/// Median claim time over `CLAIMS` claims, without (`piso = false`) or with the keyset floor
+/// the relay uses (10 s below the head it last saw).
+async fn medir_claims(pool: &PgPool, piso: bool) -> f64 {
+    let mut tempos = Vec::with_capacity(CLAIMS);
+    let mut cabeca = 0;
+    for _ in 0..CLAIMS {
+        let piso_ms = if piso && cabeca > 0 {
+            cabeca - 10_000
+        } else {
+            0
+        };
+        let (ms, vista) = reivindicar(pool, piso_ms).await;
+        tempos.push(ms);
+        cabeca = vista;
+    }
+    crate::estatistica::mediana(&tempos)
+}
+
+pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
+    println!("5. claim scaling");
+    let mut medianas = Vec::new();
+    for historico in [0, p.historico] {
+        let pg = Pg::novo().await;
+        let pool = pg.pool(2).await;
+        sqlx::query("ALTER TABLE mensageria_saida SET (autovacuum_enabled = false)")
+            .execute(&pool)
+            .await
+            .expect("no autovacuum");
+        if historico > 0 {
+            // Delivered long ago, deleted, not vacuumed: dead entries at the head of the index.
+            semear(&pool, historico, "2 hours").await;
+            sqlx::query("DELETE FROM mensageria_saida")
+                .execute(&pool)
+                .await
+                .expect("delete");
+        }
+        semear(
+            &pool,
+            (CLAIMS as i64 * LOTE + LOTE) * 2 * p.repeticoes as i64,
+            "1 minute",
+        )
+        .await;
+        sqlx::query("ANALYZE mensageria_saida")
+            .execute(&pool)
+            .await
+            .expect("analyze");
+        let (mut sem_piso, mut com_piso) = (Vec::new(), Vec::new());
+        for _ in 0..p.repeticoes {
+            sem_piso.push(medir_claims(&pool, false).await);
+            com_piso.push(medir_claims(&pool, true).await);
+        }
+        let nome = if historico == 0 {
+            "no history".to_owned()
+        } else {
+            format!("{historico} deleted, unvacuumed rows ahead")
+        };
+        rel.medir(
+            "claim",
+            format!("claim of {LOTE}, {nome}, no floor"),
+            sem_piso,
+            "ms",
+        );
+        medianas.push(rel.medir(
+            "claim",
+            format!("claim of {LOTE}, {nome}, keyset floor (the relay's)"),
+            com_piso,
+            "ms",
+        ));
+        pool.close().await;
+        pg.descartar().await;
+    }
+    rel.meta(
+        format!(
+            "claim latency with {} history rows ≤ 1.5 × with none",
+            p.historico
+        ),
+        format!(
+            "{:.2}× ({} vs {} ms)",
+            medianas[1] / medianas[0],
+            fmt(medianas[1]),
+            fmt(medianas[0])
+        ),
+        medianas[1] <= 1.5 * medianas[0],
+    );
+
+    // Burn-down and memory: a backlog drained by the relay with a no-op enviador.
+    let mut picos = Vec::new();
+    for (backlog, conexoes) in [(p.backlog / 10, 1), (p.backlog, 1), (p.backlog, 4)] {
+        let (por_segundo, pico_kib) = queimar(backlog, conexoes).await;
+        rel.medir(
+            "burn-down",
+            format!("{backlog}-row backlog, relay pool of {conexoes} connection(s)"),
+            vec![por_segundo],
+            "rows/s",
+        );
+        rel.medir(
+            "burn-down",
+            format!("relay RSS growth draining {backlog} rows, {conexoes} connection(s)"),
+            vec![pico_kib as f64 / 1024.0],
+            "MiB",
+        );
+        if conexoes == 1 {
+            picos.push((por_segundo, pico_kib));
+        }
+    }
+    rel.meta(
+        "burn-down ≥ 200k rows/s on one connection",
+        format!("{} rows/s", fmt(picos[1].0)),
+        picos[1].0 >= 200_000.0,
+    );
+    rel.meta(
+        format!(
+            "relay memory flat with backlog ({} vs {} rows)",
+            p.backlog,
+            p.backlog / 10
+        ),
+        format!(
+            "+{:.1} MiB vs +{:.1} MiB peak RSS",
+            picos[1].1 as f64 / 1024.0,
+            picos[0].1 as f64 / 1024.0
+        ),
+        picos[1].1 <= picos[0].1 * 3 / 2 + 4096,
+    );
+}
+
+/// Drains `backlog` rows with a relay on `conexoes` connections; returns rows/s and the peak
+/// RSS growth (KiB) while it ran.
+async fn queimar(backlog: i64, conexoes: u32) -> (f64, u64) {
+    let pg = Pg::novo().await;
+    let leitura = pg.pool(1).await;
+    semear(&leitura, backlog, "1 minute").await;
+    sqlx::query("ANALYZE mensageria_saida")
+        .execute(&leitura)
+        .await
+        .expect("analyze");
+    let pool_relay = pg.pool(conexoes).await;
+    let antes = rss_kib();
+    let pico = Arc::new(AtomicU64::new(antes));
+    let amostrador = {
+        let pico = Arc::clone(&pico);
+        tokio::spawn(async move {
+            loop {
+                pico.fetch_max(rss_kib(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let inicio = Instant::now();
+    let relay = Relay::new(
+        pool_relay,
+        Config::new("bench-queima")
+            .com_lote(256)
+            .com_concorrencia(256)
+            .com_intervalo(Duration::from_millis(20)),
+    )
+    .spawn()
+    .expect("relay");
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let resta: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM mensageria_saida)")
+            .fetch_one(&leitura)
+            .await
+            .expect("exists");
+        if !resta {
+            break;
+        }
+        assert!(
+            inicio.elapsed() < Duration::from_secs(900),
+            "burn-down took over 15 min"
+        );
+    }
+    let segundos = inicio.elapsed().as_secs_f64();
+    relay.shutdown(Duration::from_secs(10)).await;
+    amostrador.abort();
+    leitura.close().await;
+    pg.descartar().await;
+    (
+        backlog as f64 / segundos,
+        pico.load(Ordering::Relaxed).saturating_sub(antes),
+    )
+}

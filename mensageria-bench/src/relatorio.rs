@@ -1,0 +1,152 @@
+//! The report: every measurement with its median, min and max over the repetitions, every
+//! target met or not, printed as a table and written as `BENCHMARKS.md`.
+
+use std::fmt::Write as _;
+
+use crate::estatistica::{maximo, mediana, minimo};
+
+struct Medida {
+    secao: &'static str,
+    nome: String,
+    valores: Vec<f64>,
+    unidade: &'static str,
+}
+
+struct Meta {
+    alvo: String,
+    medido: String,
+    atingida: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Relatorio {
+    medidas: Vec<Medida>,
+    metas: Vec<Meta>,
+    notas: Vec<String>,
+}
+
+impl Relatorio {
+    /// Records one measurement (one value per repetition) and returns its median.
+    pub(crate) fn medir(
+        &mut self,
+        secao: &'static str,
+        nome: impl Into<String>,
+        valores: Vec<f64>,
+        unidade: &'static str,
+    ) -> f64 {
+        let m = mediana(&valores);
+        let nome = nome.into();
+        println!(
+            "  {secao:<14} {nome:<58} {:>12} {unidade} (min {}, max {}, n={})",
+            fmt(m),
+            fmt(minimo(&valores)),
+            fmt(maximo(&valores)),
+            valores.len()
+        );
+        self.medidas.push(Medida {
+            secao,
+            nome,
+            valores,
+            unidade,
+        });
+        m
+    }
+
+    /// Records a target: what it asks, what was measured, whether it holds.
+    pub(crate) fn meta(
+        &mut self,
+        alvo: impl Into<String>,
+        medido: impl Into<String>,
+        atingida: bool,
+    ) {
+        let (alvo, medido) = (alvo.into(), medido.into());
+        println!(
+            "  [{}] {alvo}: {medido}",
+            if atingida { "met" } else { "MISSED" }
+        );
+        self.metas.push(Meta {
+            alvo,
+            medido,
+            atingida,
+        });
+    }
+
+    /// A line of explanation for the report.
+    pub(crate) fn nota(&mut self, nota: impl Into<String>) {
+        self.notas.push(nota.into());
+    }
+
+    pub(crate) fn markdown(&self, maquina: &str, comando: &str, parametros: &str) -> String {
+        let mut md = String::new();
+        let _ = writeln!(md, "# Benchmarks\n");
+        let _ = writeln!(
+            md,
+            "Written by the bench binary; do not edit by hand. Re-run it to refresh.\n"
+        );
+        let _ = writeln!(
+            md,
+            "- **Date:** {}",
+            chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+        );
+        let _ = writeln!(md, "- **Machine:** {maquina}");
+        let _ = writeln!(md, "- **Command:** `{comando}`");
+        let _ = writeln!(md, "- **Parameters:** {parametros}");
+        let _ = writeln!(
+            md,
+            "- **Reading it:** the machine is shared and noisy; each figure is the median of the repetitions (min and max beside it), and every target is a ratio against a baseline measured in the same run.\n"
+        );
+        let _ = writeln!(md, "## Targets\n");
+        let _ = writeln!(md, "| target | measured | |\n|---|---|---|");
+        for meta in &self.metas {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} |",
+                meta.alvo,
+                meta.medido,
+                if meta.atingida { "met" } else { "**missed**" }
+            );
+        }
+        let _ = writeln!(md, "\n## Measurements\n");
+        let _ = writeln!(
+            md,
+            "| section | measurement | median | min | max | unit | n |\n|---|---|---:|---:|---:|---|---:|"
+        );
+        for m in &self.medidas {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                m.secao,
+                m.nome,
+                fmt(mediana(&m.valores)),
+                fmt(minimo(&m.valores)),
+                fmt(maximo(&m.valores)),
+                m.unidade,
+                m.valores.len()
+            );
+        }
+        if !self.notas.is_empty() {
+            let _ = writeln!(md, "\n## Notes\n");
+            for nota in &self.notas {
+                let _ = writeln!(md, "- {nota}");
+            }
+        }
+        md
+    }
+}
+
+/// Three significant figures, no exponent.
+pub(crate) fn fmt(valor: f64) -> String {
+    if !valor.is_finite() {
+        return "–".into();
+    }
+    let abs = valor.abs();
+    if abs >= 100.0 {
+        format!("{valor:.0}")
+    } else if abs >= 10.0 {
+        format!("{valor:.1}")
+    } else if abs >= 1.0 {
+        format!("{valor:.2}")
+    } else {
+        format!("{valor:.3}")
+    }
+}

@@ -1,0 +1,284 @@
+//! `doctor`: what will silently go wrong on a (shared) schema, found before it does.
+//!
+//! Problems (exit 1): the schema is missing, too old for this build, or has a failed
+//! migration; rows of a tipo that no live app claims (orphans: no relay will ever move them); a
+//! tipo claimed by two live apps (competing consumers); an app whose relay stopped
+//! heart-beating; a dedup retention not longer than the senders' redelivery horizon. The
+//! database does not record the retention, so that check needs `--retencao` and is reported as
+//! skipped without it.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::argumentos::{ArgsDoctor, horizonte_padrao};
+use crate::conexao::{Conexao, nos_dois};
+use crate::duracao::{humana, humana_ms};
+use crate::erro::ErroCli;
+use crate::saida_formatada::{Relatorio, imprimir};
+use crate::schema::{versao_aplicada, versao_esperada};
+use crate::tabelas;
+
+/// What doctor found.
+#[derive(Debug, Serialize)]
+struct Diagnostico {
+    /// No problem found.
+    saudavel: bool,
+    /// The schema version applied and the one this build needs.
+    versao_aplicada: Option<i64>,
+    versao_esperada: i64,
+    problemas: Vec<Problema>,
+    /// What was checked fine, or not checked and why.
+    notas: Vec<String>,
+}
+
+/// One problem.
+#[derive(Debug, Serialize)]
+struct Problema {
+    /// A stable code for scripts.
+    codigo: Codigo,
+    /// The tipo concerned, if one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tipo: Option<String>,
+    /// The apps concerned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    apps: Vec<String>,
+    /// What is wrong and what to do.
+    mensagem: String,
+}
+
+/// The kinds of problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Codigo {
+    SchemaAusente,
+    SchemaDesatualizado,
+    MigracaoFalhou,
+    Orfas,
+    Concorrentes,
+    AppParado,
+    RetencaoCurta,
+}
+
+impl Relatorio for Diagnostico {
+    fn humano(&self) -> String {
+        let mut texto = String::new();
+        for p in &self.problemas {
+            texto.push_str(&format!("PROBLEM  {}\n", p.mensagem));
+        }
+        for n in &self.notas {
+            texto.push_str(&format!("note     {n}\n"));
+        }
+        if self.saudavel {
+            texto.push_str("healthy: no problem found\n");
+        } else {
+            texto.push_str(&format!("{} problem(s) found\n", self.problemas.len()));
+        }
+        texto
+    }
+}
+
+/// Runs every check, prints the diagnosis, returns whether it is healthy.
+pub(crate) async fn executar(
+    conexao: &Conexao,
+    args: ArgsDoctor,
+    json: bool,
+) -> Result<bool, ErroCli> {
+    let esperada = nos_dois!(conexao, pool => versao_esperada(pool));
+    let mut d = Diagnostico {
+        saudavel: true,
+        versao_aplicada: None,
+        versao_esperada: esperada,
+        problemas: Vec::new(),
+        notas: Vec::new(),
+    };
+    let aplicada = nos_dois!(conexao, pool => versao_aplicada(pool).await?);
+    d.versao_aplicada = aplicada;
+    match aplicada {
+        None => {
+            d.problemas.push(Problema {
+                codigo: Codigo::SchemaAusente,
+                tipo: None,
+                apps: Vec::new(),
+                mensagem: "no mensageria schema here (no `_mensageria_migrations` table in the \
+                           search_path): the app that owns the schema must run `mensageria migrar` \
+                           (or `mensageria_core::migrar`); nothing else was checked"
+                    .into(),
+            });
+            return Ok(concluir(d, json));
+        }
+        Some(v) if v < esperada => d.problemas.push(Problema {
+            codigo: Codigo::SchemaDesatualizado,
+            tipo: None,
+            apps: Vec::new(),
+            mensagem: format!(
+                "schema at version {v} but this build needs {esperada}: upgrade and redeploy the \
+                 owning app (or run `mensageria migrar`) before the others"
+            ),
+        }),
+        Some(v) if v > esperada => d.notas.push(format!(
+            "schema at version {v} is newer than this CLI knows ({esperada}): upgrade the CLI"
+        )),
+        Some(v) => d
+            .notas
+            .push(format!("schema at version {v}, as this build needs")),
+    }
+    let falhas = migracoes_falhas(conexao).await?;
+    if !falhas.is_empty() {
+        d.problemas.push(Problema {
+            codigo: Codigo::MigracaoFalhou,
+            tipo: None,
+            apps: Vec::new(),
+            mensagem: format!(
+                "migration(s) {falhas:?} are recorded as failed in `_mensageria_migrations`: fix \
+                 the schema by hand and rerun `mensageria migrar`"
+            ),
+        });
+    }
+
+    verificar_apps(conexao, &args, &mut d).await?;
+    verificar_retencao(&args, &mut d);
+    Ok(concluir(d, json))
+}
+
+fn concluir(mut d: Diagnostico, json: bool) -> bool {
+    d.saudavel = d.problemas.is_empty();
+    imprimir(&d, json);
+    d.saudavel
+}
+
+/// Versions recorded with `success = false`.
+async fn migracoes_falhas(conexao: &Conexao) -> Result<Vec<i64>, sqlx::Error> {
+    let sql = "SELECT version FROM _mensageria_migrations WHERE NOT success ORDER BY version";
+    Ok(nos_dois!(conexao, pool => sqlx::query_scalar(sql).fetch_all(pool).await?))
+}
+
+/// Orphans, competing consumers and stopped apps, from the saída and `mensageria_apps`.
+async fn verificar_apps(
+    conexao: &Conexao,
+    args: &ArgsDoctor,
+    d: &mut Diagnostico,
+) -> Result<(), ErroCli> {
+    let limite_ms = i64::try_from(args.parado_apos.as_millis()).unwrap_or(i64::MAX);
+    let reivindicacoes = tabelas::reivindicacoes(conexao).await?;
+
+    // Each app's last heartbeat (its relay refreshes all its tipos together).
+    let mut apps: BTreeMap<&str, i64> = BTreeMap::new();
+    for r in &reivindicacoes {
+        let visto = apps.entry(&r.app).or_insert(i64::MAX);
+        *visto = (*visto).min(r.visto_ha_ms);
+    }
+    let vivo = |app: &str| apps.get(app).is_some_and(|ha| *ha <= limite_ms);
+    for (app, ha) in &apps {
+        if *ha > limite_ms {
+            d.problemas.push(Problema {
+                codigo: Codigo::AppParado,
+                tipo: None,
+                apps: vec![(*app).to_owned()],
+                mensagem: format!(
+                    "app `{app}` stopped heart-beating {} ago (relays beat every 15 s; stopped \
+                     means over {}): its relay is down or disabled, so its tipos are not \
+                     delivered; if the app was retired, delete its rows from `mensageria_apps`",
+                    humana_ms(*ha),
+                    humana(args.parado_apos)
+                ),
+            });
+        }
+    }
+
+    // Live claimants per tipo.
+    let mut vivos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut todos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for r in &reivindicacoes {
+        todos.entry(&r.tipo).or_default().insert(&r.app);
+        if vivo(&r.app) {
+            vivos.entry(&r.tipo).or_default().insert(&r.app);
+        }
+    }
+    for (tipo, donos) in &vivos {
+        if donos.len() > 1 {
+            let lista: Vec<String> = donos.iter().map(|a| format!("`{a}`")).collect();
+            d.problemas.push(Problema {
+                codigo: Codigo::Concorrentes,
+                tipo: Some((*tipo).to_owned()),
+                apps: donos.iter().map(|a| (*a).to_owned()).collect(),
+                mensagem: format!(
+                    "tipo `{tipo}` is claimed by {} live apps ({}): competing consumers on one \
+                     saída; a tipo must have one sender, remove its enviador from all apps but one",
+                    donos.len(),
+                    lista.join(", ")
+                ),
+            });
+        }
+    }
+
+    let mut orfas = 0;
+    for fila in tabelas::fila(conexao).await? {
+        if vivos.contains_key(fila.tipo.as_str()) {
+            continue;
+        }
+        orfas += 1;
+        let antigos: Vec<String> = todos
+            .get(fila.tipo.as_str())
+            .map(|a| a.iter().map(|a| (*a).to_owned()).collect())
+            .unwrap_or_default();
+        let quem = if antigos.is_empty() {
+            "no app has ever claimed it".to_owned()
+        } else {
+            format!("only stopped apps claim it ({})", antigos.join(", "))
+        };
+        d.problemas.push(Problema {
+            codigo: Codigo::Orfas,
+            tipo: Some(fila.tipo.clone()),
+            apps: antigos,
+            mensagem: format!(
+                "{} row(s) of tipo `{}` wait in the saída (oldest {} old) and no live app claims \
+                 the tipo ({quem}): they will never be delivered until an app with its enviador \
+                 runs a relay on this schema",
+                fila.total,
+                fila.tipo,
+                humana_ms(fila.idade_mais_antiga_ms)
+            ),
+        });
+    }
+    if orfas == 0 {
+        d.notas.push(format!(
+            "{} app(s) registered, {} tipo(s) claimed; every pending row has a live claimant",
+            apps.len(),
+            todos.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The dedup retention against the senders' redelivery horizon.
+fn verificar_retencao(args: &ArgsDoctor, d: &mut Diagnostico) {
+    let horizonte = args.horizonte.unwrap_or_else(horizonte_padrao);
+    let Some(retencao) = args.retencao else {
+        d.notas.push(format!(
+            "dedup retention not checked: the database does not record it; pass --retencao (and \
+             --horizonte if your senders' differs from the default {})",
+            humana(horizonte)
+        ));
+        return;
+    };
+    if retencao <= horizonte {
+        d.problemas.push(Problema {
+            codigo: Codigo::RetencaoCurta,
+            tipo: None,
+            apps: Vec::new(),
+            mensagem: format!(
+                "dedup retention ({}) is not longer than the senders' redelivery horizon ({}): a \
+                 redelivery arriving after its record was purged would be applied twice; keep \
+                 records longer",
+                humana(retencao),
+                humana(horizonte)
+            ),
+        });
+    } else {
+        d.notas.push(format!(
+            "dedup retention {} outlives the senders' redelivery horizon {}",
+            humana(retencao),
+            humana(horizonte)
+        ));
+    }
+}

@@ -1,0 +1,68 @@
+//! What can go wrong in a command, said in one line.
+
+use std::time::Duration;
+
+use crate::duracao::humana;
+
+/// Why a command could not do its job. Printed as one line on stderr (exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum ErroCli {
+    /// The URL names no backend this command knows.
+    #[error(
+        "unsupported database URL `{url}`: use postgres://… (or postgresql://…) or sqlite:<path>"
+    )]
+    UrlInvalida {
+        /// The URL, password hidden.
+        url: String,
+    },
+
+    /// The database could not be reached or refused the connection.
+    #[error("cannot connect to the database at {url}: {fonte}")]
+    Conexao {
+        /// The URL, password hidden.
+        url: String,
+        /// sqlx's error.
+        #[source]
+        fonte: sqlx::Error,
+    },
+
+    /// A statement failed.
+    #[error("database error: {0}")]
+    Banco(#[from] sqlx::Error),
+
+    /// mensageria-core refused (schema missing or too old, migration failed, ...).
+    #[error("{0}")]
+    Core(#[from] mensageria_core::Erro),
+
+    /// No dead letter has this message id.
+    #[error(
+        "no dead letter with message id {id}; `mensageria mortas listar` shows the ones there are"
+    )]
+    MortaNaoEncontrada {
+        /// The id asked for.
+        id: uuid::Uuid,
+    },
+
+    /// The operator did not confirm a destructive command.
+    #[error("not confirmed: nothing was changed (answer `s` to confirm, or pass --sim)")]
+    NaoConfirmado,
+
+    /// Reading the confirmation from stdin failed.
+    #[error("could not read the confirmation from stdin: {0}")]
+    Entrada(#[from] std::io::Error),
+
+    /// Purging with this retention would let a late redelivery be applied twice.
+    #[error(
+        "refusing to purge: the retention ({}) is not longer than the senders' redelivery horizon \
+         ({}), so a redelivery arriving after its dedup record was deleted would be applied twice; \
+         keep a longer --retencao, or pass --horizonte with your senders' real horizon",
+        humana(*retencao), humana(*horizonte)
+    )]
+    RetencaoCurta {
+        /// The retention asked for.
+        retencao: Duration,
+        /// The senders' horizon in force.
+        horizonte: Duration,
+    },
+}

@@ -1,0 +1,112 @@
+//! `mensageria`: operate a mensageria outbox from the shell.
+//!
+//! ```text
+//! mensageria --database-url postgres://… status
+//! mensageria mortas listar --tipo mdfe.encerramento
+//! mensageria mortas reenfileirar --tipo mdfe.encerramento
+//! mensageria purgar --retencao 30d
+//! mensageria doctor --retencao 30d   # exit 1 when it finds a problem
+//! ```
+//!
+//! Every module is one command or one concept: [`argumentos`] (the command line),
+//! [`conexao`] (PostgreSQL or SQLite), [`tabelas`] (the shared queries), [`saida_formatada`]
+//! (tables and JSON), [`duracao`], [`erro`], and the commands [`schema`], [`status`],
+//! [`mortas`], [`purga`], [`doctor`].
+
+mod argumentos;
+mod conexao;
+mod doctor;
+mod duracao;
+mod erro;
+mod mortas;
+mod purga;
+mod saida_formatada;
+mod schema;
+mod status;
+mod tabelas;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use crate::argumentos::{Cli, Comando};
+use crate::conexao::{Conexao, Destino};
+use crate::erro::ErroCli;
+
+/// How a command that ran ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Desfecho {
+    /// Done; nothing wrong.
+    Feito,
+    /// Done, and it found problems (doctor): exit 1.
+    Problemas,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Some(url) = cli.database_url.clone() else {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "no database: pass --database-url or set DATABASE_URL",
+            )
+            .exit();
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(erro) => {
+            eprintln!("mensageria: could not start the async runtime: {erro}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(executar(cli, &url)) {
+        Ok(Desfecho::Feito) => ExitCode::SUCCESS,
+        Ok(Desfecho::Problemas) => ExitCode::FAILURE,
+        Err(erro) => {
+            eprintln!("mensageria: {erro}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Connects, runs the command, closes the pool.
+async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
+    let conexao = Conexao::abrir(Destino {
+        url,
+        schema: cli.schema.as_deref().filter(|s| !s.trim().is_empty()),
+        criar: matches!(cli.comando, Comando::Migrar),
+    })
+    .await?;
+    let json = cli.json;
+    let resultado = match cli.comando {
+        Comando::Migrar => schema::migrar(&conexao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Verificar => schema::verificar(&conexao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Status => status::executar(&conexao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Mortas { acao } => mortas::executar(&conexao, acao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Purgar(args) => purga::executar(&conexao, args, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Doctor(args) => doctor::executar(&conexao, args, json)
+            .await
+            .map(|saudavel| {
+                if saudavel {
+                    Desfecho::Feito
+                } else {
+                    Desfecho::Problemas
+                }
+            }),
+    };
+    conexao.fechar().await;
+    resultado
+}

@@ -1,0 +1,81 @@
+//! `purgar`: deletes the receptores' dedup records older than the retention, in batches (one
+//! short statement each, through mensageria-core's `Banco::purgar_recebidas`), and refuses a
+//! retention that a late redelivery could outlive.
+
+use std::time::Duration;
+
+use mensageria_core::Banco;
+use serde::Serialize;
+
+use crate::argumentos::{ArgsPurgar, horizonte_padrao};
+use crate::conexao::{Conexao, nos_dois};
+use crate::duracao::humana;
+use crate::erro::ErroCli;
+use crate::saida_formatada::{Relatorio, imprimir};
+
+/// What `purgar` changed.
+#[derive(Debug, Serialize)]
+struct Purga {
+    /// Dedup records deleted.
+    apagadas: u64,
+    /// Statements run.
+    lotes: u64,
+    /// The batch size.
+    lote: i64,
+    /// The retention, in seconds: records older than this were deleted.
+    retencao_s: u64,
+}
+
+impl Relatorio for Purga {
+    fn humano(&self) -> String {
+        let retencao = humana(Duration::from_secs(self.retencao_s));
+        if self.apagadas == 0 {
+            return format!("no dedup record older than {retencao}: nothing purged");
+        }
+        format!(
+            "purged {} dedup record(s) older than {retencao} from mensageria_recebidas \
+             ({} batch(es) of up to {})",
+            self.apagadas, self.lotes, self.lote
+        )
+    }
+}
+
+/// Purges and reports.
+pub(crate) async fn executar(
+    conexao: &Conexao,
+    args: ArgsPurgar,
+    json: bool,
+) -> Result<(), ErroCli> {
+    nos_dois!(conexao, pool => mensageria_core::verificar_schema(pool).await?);
+    let horizonte = args.horizonte.unwrap_or_else(horizonte_padrao);
+    if args.retencao <= horizonte {
+        return Err(ErroCli::RetencaoCurta {
+            retencao: args.retencao,
+            horizonte,
+        });
+    }
+    let idade_ms = i64::try_from(args.retencao.as_millis()).unwrap_or(i64::MAX);
+    let lote = args.lote;
+    let (apagadas, lotes) = nos_dois!(conexao, pool => {
+        let (mut apagadas, mut lotes) = (0_u64, 0_u64);
+        loop {
+            let agora = Banco::purgar_recebidas(pool, idade_ms, lote).await?;
+            apagadas += agora;
+            lotes += 1;
+            if agora < lote.unsigned_abs() {
+                break;
+            }
+        }
+        (apagadas, lotes)
+    });
+    imprimir(
+        &Purga {
+            apagadas,
+            lotes,
+            lote,
+            retencao_s: args.retencao.as_secs(),
+        },
+        json,
+    );
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! How results are printed: aligned tables for people (the default), JSON for scripts
+//! (`--json`).
+
+use serde::Serialize;
+
+/// What a command prints: a JSON document and a text for people.
+pub(crate) trait Relatorio: Serialize {
+    /// The text printed without `--json`.
+    fn humano(&self) -> String;
+}
+
+/// Prints `relatorio` on stdout as JSON or as text.
+pub(crate) fn imprimir<R: Relatorio>(relatorio: &R, json: bool) {
+    if json {
+        // Serializing plain structs of strings and numbers cannot fail.
+        let texto = serde_json::to_string_pretty(relatorio)
+            .unwrap_or_else(|e| format!("{{\"erro\":\"could not serialize the report: {e}\"}}"));
+        println!("{texto}");
+    } else {
+        let texto = relatorio.humano();
+        println!("{}", texto.trim_end());
+    }
+}
+
+/// A table of text: a header and rows, printed with aligned columns.
+pub(crate) struct Tabela {
+    cabecalho: Vec<&'static str>,
+    linhas: Vec<Vec<String>>,
+}
+
+impl Tabela {
+    /// An empty table with these column names.
+    pub(crate) fn new(cabecalho: impl IntoIterator<Item = &'static str>) -> Self {
+        Self {
+            cabecalho: cabecalho.into_iter().collect(),
+            linhas: Vec::new(),
+        }
+    }
+
+    /// Adds a row (as many cells as columns).
+    pub(crate) fn linha(&mut self, celulas: impl IntoIterator<Item = String>) {
+        self.linhas.push(celulas.into_iter().collect());
+    }
+
+    /// The table as text, columns separated by two spaces, one line per row.
+    pub(crate) fn texto(&self) -> String {
+        let colunas = self.cabecalho.len();
+        let mut larguras: Vec<usize> = self.cabecalho.iter().map(|c| c.chars().count()).collect();
+        for linha in &self.linhas {
+            for (i, celula) in linha.iter().enumerate().take(colunas) {
+                larguras[i] = larguras[i].max(celula.chars().count());
+            }
+        }
+        let mut texto = String::new();
+        let cabecalho: Vec<String> = self.cabecalho.iter().map(|c| c.to_uppercase()).collect();
+        for linha in std::iter::once(&cabecalho).chain(&self.linhas) {
+            let mut celulas = Vec::with_capacity(colunas);
+            for (i, largura) in larguras.iter().enumerate() {
+                let celula = linha.get(i).map(String::as_str).unwrap_or("");
+                let falta = largura.saturating_sub(celula.chars().count());
+                celulas.push(format!("{celula}{}", " ".repeat(falta)));
+            }
+            texto.push_str(celulas.join("  ").trim_end());
+            texto.push('\n');
+        }
+        texto
+    }
+}
+
+/// One line of free text, cut to `maximo` characters with an ellipsis, control characters
+/// replaced: for error messages inside a table.
+pub(crate) fn resumo(texto: &str, maximo: usize) -> String {
+    let limpo: String = texto
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if limpo.chars().count() <= maximo {
+        limpo
+    } else {
+        let mut curto: String = limpo.chars().take(maximo.saturating_sub(1)).collect();
+        curto.push('…');
+        curto
+    }
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    #[test]
+    fn alinha_as_colunas() {
+        let mut t = Tabela::new(["tipo", "n"]);
+        t.linha(["a.b".to_owned(), "10".to_owned()]);
+        t.linha(["mdfe.encerramento".to_owned(), "2".to_owned()]);
+        assert_eq!(
+            t.texto(),
+            "TIPO               N\na.b                10\nmdfe.encerramento  2\n"
+        );
+    }
+
+    #[test]
+    fn resume_texto_longo() {
+        assert_eq!(resumo("abc\ndef", 10), "abc def");
+        assert_eq!(resumo("abcdefghij", 5), "abcd…");
+    }
+}

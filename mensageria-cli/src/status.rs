@@ -1,0 +1,163 @@
+//! `status`: per tipo, what waits in the saída, what is in flight, how old the oldest message
+//! is, how many attempts the rows have had, how many dead letters there are, and which app
+//! claims the tipo.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::conexao::{Conexao, nos_dois};
+use crate::duracao::humana_ms;
+use crate::erro::ErroCli;
+use crate::saida_formatada::{Relatorio, Tabela, imprimir};
+use crate::tabelas::{self, rfc3339};
+
+/// The attempts histogram's buckets (the relay dead-letters after 25 attempts by default).
+const FAIXAS: [(&str, i64, i64); 6] = [
+    ("0", 0, 0),
+    ("1", 1, 1),
+    ("2-4", 2, 4),
+    ("5-9", 5, 9),
+    ("10-24", 10, 24),
+    ("25+", 25, i64::MAX),
+];
+
+/// The whole report.
+#[derive(Debug, Serialize)]
+struct Status {
+    tipos: Vec<StatusDoTipo>,
+}
+
+/// One tipo's line.
+#[derive(Debug, Default, Serialize)]
+struct StatusDoTipo {
+    tipo: String,
+    /// Rows waiting for a relay (due or scheduled for a retry), not leased right now.
+    pendentes: i64,
+    /// Rows leased right now: a relay is delivering them.
+    em_voo: i64,
+    /// Age of the oldest message of the tipo still in the saída (pending or in flight).
+    idade_mais_antiga_ms: Option<i64>,
+    /// Rows of the saída per number of attempts so far (empty buckets left out).
+    tentativas: Vec<Faixa>,
+    /// Dead letters of the tipo.
+    mortas: i64,
+    /// The apps whose relay claims the tipo, and when each was last seen.
+    apps: Vec<AppDoTipo>,
+}
+
+/// One bucket of the attempts histogram.
+#[derive(Debug, Serialize)]
+struct Faixa {
+    faixa: &'static str,
+    mensagens: i64,
+}
+
+/// An app claiming a tipo.
+#[derive(Debug, Serialize)]
+struct AppDoTipo {
+    app: String,
+    visto_ha_ms: i64,
+    visto_em: String,
+}
+
+impl Relatorio for Status {
+    fn humano(&self) -> String {
+        if self.tipos.is_empty() {
+            return "nothing to show: the saída, the dead letters and the app registrations are empty"
+                .into();
+        }
+        let mut tabela = Tabela::new([
+            "tipo",
+            "pending",
+            "in flight",
+            "oldest",
+            "attempts",
+            "dead",
+            "claimed by",
+            "last seen",
+        ]);
+        for t in &self.tipos {
+            let tentativas: Vec<String> = t
+                .tentativas
+                .iter()
+                .map(|f| format!("{}:{}", f.faixa, f.mensagens))
+                .collect();
+            let apps: Vec<&str> = t.apps.iter().map(|a| a.app.as_str()).collect();
+            let vistos: Vec<String> = t
+                .apps
+                .iter()
+                .map(|a| format!("{} ago", humana_ms(a.visto_ha_ms)))
+                .collect();
+            tabela.linha([
+                t.tipo.clone(),
+                t.pendentes.to_string(),
+                t.em_voo.to_string(),
+                t.idade_mais_antiga_ms
+                    .map(humana_ms)
+                    .unwrap_or_else(|| "-".into()),
+                or_traco(tentativas.join(" ")),
+                t.mortas.to_string(),
+                or_traco(apps.join(", ")),
+                or_traco(vistos.join(", ")),
+            ]);
+        }
+        tabela.texto()
+    }
+}
+
+/// The line of `tipo`, created empty on first use.
+fn linha<'a>(tipos: &'a mut BTreeMap<String, StatusDoTipo>, tipo: &str) -> &'a mut StatusDoTipo {
+    tipos
+        .entry(tipo.to_owned())
+        .or_insert_with(|| StatusDoTipo {
+            tipo: tipo.to_owned(),
+            ..StatusDoTipo::default()
+        })
+}
+
+fn or_traco(texto: String) -> String {
+    if texto.is_empty() { "-".into() } else { texto }
+}
+
+/// Reads the tables and prints the report.
+pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCli> {
+    nos_dois!(conexao, pool => mensageria_core::verificar_schema(pool).await?);
+    let mut tipos: BTreeMap<String, StatusDoTipo> = BTreeMap::new();
+    for f in tabelas::fila(conexao).await? {
+        let t = linha(&mut tipos, &f.tipo);
+        t.pendentes = f.total - f.em_voo;
+        t.em_voo = f.em_voo;
+        t.idade_mais_antiga_ms = Some(f.idade_mais_antiga_ms.max(0));
+    }
+    for (tipo, tentativas, mensagens) in tabelas::tentativas(conexao).await? {
+        let t = linha(&mut tipos, &tipo);
+        let Some((faixa, ..)) = FAIXAS
+            .iter()
+            .find(|(_, de, ate)| (*de..=*ate).contains(&tentativas.max(0)))
+        else {
+            continue;
+        };
+        match t.tentativas.iter_mut().find(|f| f.faixa == *faixa) {
+            Some(f) => f.mensagens += mensagens,
+            None => t.tentativas.push(Faixa { faixa, mensagens }),
+        }
+    }
+    for (tipo, mortas) in tabelas::mortas_por_tipo(conexao).await? {
+        linha(&mut tipos, &tipo).mortas = mortas;
+    }
+    for r in tabelas::reivindicacoes(conexao).await? {
+        linha(&mut tipos, &r.tipo).apps.push(AppDoTipo {
+            app: r.app,
+            visto_ha_ms: r.visto_ha_ms.max(0),
+            visto_em: rfc3339(r.visto_em_ms),
+        });
+    }
+    imprimir(
+        &Status {
+            tipos: tipos.into_values().collect(),
+        },
+        json,
+    );
+    Ok(())
+}

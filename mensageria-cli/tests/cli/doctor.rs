@@ -1,0 +1,142 @@
+//! `doctor`: each planted problem is found (exit 1); a healthy schema exits 0.
+
+use mensageria_testes::nos_dois_bancos;
+use serde_json::Value;
+
+use crate::comum::{Alvo, stdout};
+use crate::{plantar_app, plantar_saida};
+
+/// The `(codigo, tipo, apps)` of each problem, sorted.
+fn problemas(diagnostico: &Value) -> Vec<(String, String, Vec<String>)> {
+    let mut lista: Vec<_> = diagnostico["problemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["codigo"].as_str().unwrap().to_owned(),
+                p["tipo"].as_str().unwrap_or("").to_owned(),
+                p["apps"]
+                    .as_array()
+                    .map(|a| a.iter().map(|s| s.as_str().unwrap().to_owned()).collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    lista.sort();
+    lista
+}
+
+/// Runs `doctor --json` expecting exit code `codigo`.
+fn diagnosticar(db: &impl Alvo, args: &[&str], codigo: i32) -> Value {
+    let saida = db
+        .mensageria(&[&["doctor", "--json"], args].concat())
+        .assert()
+        .code(codigo);
+    serde_json::from_str(&stdout(&saida)).unwrap()
+}
+
+fn s(texto: &str) -> String {
+    texto.to_owned()
+}
+
+nos_dois_bancos! {
+    async fn doctor_saudavel_sai_com_zero(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        plantar_app!(db, "emissor", "a.um", 2_000);
+        plantar_saida!(db, "a.um", 0, 1_000, false);
+        let d = diagnosticar(&db, &["--retencao", "30d"], 0);
+        assert_eq!(d["saudavel"], true, "{d:#}");
+        assert_eq!(d["problemas"], serde_json::json!([]));
+        let humano = db.mensageria(&["doctor", "--retencao", "30d"]).assert().success();
+        assert!(stdout(&humano).ends_with("healthy: no problem found\n"), "{}", stdout(&humano));
+        // Without --retencao the retention check is skipped, and said so; still healthy.
+        let d = diagnosticar(&db, &[], 0);
+        assert!(
+            d["notas"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("dedup retention not checked")),
+            "{d:#}"
+        );
+    }
+}
+
+nos_dois_bancos! {
+    async fn doctor_acha_cada_problema_plantado(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        // Healthy part: one live owner with pending rows.
+        plantar_app!(db, "emissor", "a.um", 0);
+        plantar_saida!(db, "a.um", 0, 1_000, false);
+        // Orphans: rows of a tipo nobody ever claimed.
+        plantar_saida!(db, "orfa.tipo", 0, 60_000, false);
+        plantar_saida!(db, "orfa.tipo", 2, 30_000, false);
+        // Competing consumers: two live apps claim one tipo.
+        plantar_app!(db, "app1", "disputado", 0);
+        plantar_app!(db, "app2", "disputado", 1_000);
+        // A stopped app (2 h without heartbeat), whose pending rows are orphans too.
+        plantar_app!(db, "parado", "velho", 7_200_000);
+        plantar_saida!(db, "velho", 1, 7_200_000, false);
+
+        let d = diagnosticar(&db, &["--retencao", "1d"], 1);
+        assert_eq!(d["saudavel"], false);
+        assert_eq!(
+            problemas(&d),
+            vec![
+                (s("app-parado"), s(""), vec![s("parado")]),
+                (s("concorrentes"), s("disputado"), vec![s("app1"), s("app2")]),
+                (s("orfas"), s("orfa.tipo"), vec![]),
+                (s("orfas"), s("velho"), vec![s("parado")]),
+                (s("retencao-curta"), s(""), vec![]),
+            ],
+            "{d:#}"
+        );
+        let orfa = d["problemas"].as_array().unwrap().iter().find(|p| p["tipo"] == "orfa.tipo").unwrap();
+        assert!(orfa["mensagem"].as_str().unwrap().starts_with("2 row(s) of tipo `orfa.tipo`"), "{orfa}");
+
+        // A longer heartbeat tolerance makes `parado` live again: its tipo has an owner.
+        let d = diagnosticar(&db, &["--retencao", "30d", "--parado-apos", "3h"], 1);
+        assert_eq!(
+            problemas(&d),
+            vec![
+                (s("concorrentes"), s("disputado"), vec![s("app1"), s("app2")]),
+                (s("orfas"), s("orfa.tipo"), vec![]),
+            ],
+            "{d:#}"
+        );
+
+        // The human report says the same, one PROBLEM line each.
+        let humano = db.mensageria(&["doctor", "--retencao", "1d"]).assert().code(1);
+        let texto = stdout(&humano);
+        assert_eq!(texto.lines().filter(|l| l.starts_with("PROBLEM")).count(), 5, "{texto}");
+        assert!(texto.ends_with("5 problem(s) found\n"), "{texto}");
+    }
+}
+
+nos_dois_bancos! {
+    async fn doctor_e_as_versoes_do_schema(db) {
+        // No schema at all: a problem, and nothing else checked.
+        let d = diagnosticar(&db, &[], 1);
+        assert_eq!(problemas(&d), vec![(s("schema-ausente"), s(""), vec![])], "{d:#}");
+
+        // A schema newer than this build (the owner upgraded first): noted, not a problem.
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let checksum = if mensageria_testes::e_postgres(&db.pool) { "'\\x00'::bytea" } else { "x'00'" };
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO _mensageria_migrations (version, description, success, checksum, execution_time) \
+             VALUES (2, 'from the future', true, {checksum}, 0)"
+        )))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        let d = diagnosticar(&db, &[], 0);
+        assert_eq!(d["versao_aplicada"], 2);
+        assert_eq!(d["versao_esperada"], 1);
+        assert!(d["notas"][0].as_str().unwrap().contains("newer than this CLI knows"), "{d:#}");
+
+        // A failed migration is a problem.
+        sqlx::query("UPDATE _mensageria_migrations SET success = false WHERE version = 2")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        let d = diagnosticar(&db, &[], 1);
+        assert_eq!(problemas(&d), vec![(s("migracao-falhou"), s(""), vec![])], "{d:#}");
+    }
+}

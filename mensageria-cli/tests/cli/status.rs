@@ -1,0 +1,78 @@
+//! `migrar` and `status`: the figures match the rows planted.
+
+use mensageria_testes::nos_dois_bancos;
+use serde_json::json;
+
+use crate::comum::{Alvo, stdout};
+use crate::{plantar_app, plantar_morta, plantar_saida};
+
+nos_dois_bancos! {
+    async fn migrar_cria_e_depois_nao_muda_nada(db) {
+        let primeira = db.mensageria(&["migrar"]).assert().success();
+        assert_eq!(stdout(&primeira).trim(), "created the mensageria tables (schema version 1)");
+        let segunda = db.mensageria(&["migrar"]).assert().success();
+        assert_eq!(stdout(&segunda).trim(), "schema already at version 1: nothing changed");
+        let verificado = db.json_de(&["verificar"]);
+        assert_eq!(verificado, json!({"aplicada": 1, "esperada": 1}));
+    }
+}
+
+nos_dois_bancos! {
+    async fn status_bate_com_as_linhas_plantadas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        // a.um: 4 rows, one an hour old, one leased (in flight), attempts 0, 1, 3 and 30.
+        plantar_saida!(db, "a.um", 0, 3_600_000, false);
+        plantar_saida!(db, "a.um", 1, 1_000, false);
+        plantar_saida!(db, "a.um", 3, 1_000, true);
+        plantar_saida!(db, "a.um", 30, 1_000, false);
+        plantar_morta!(db, "a.um", "{}");
+        // b.dois: nothing pending, two dead letters, claimed by an app seen 10 minutes ago.
+        plantar_morta!(db, "b.dois", "{}");
+        plantar_morta!(db, "b.dois", "{}");
+        plantar_app!(db, "emissor", "a.um", 0);
+        plantar_app!(db, "fiscal", "b.dois", 600_000);
+
+        let status = db.json_de(&["status"]);
+        let tipos = status["tipos"].as_array().unwrap();
+        assert_eq!(tipos.len(), 2, "{status:#}");
+
+        let a = &tipos[0];
+        assert_eq!(a["tipo"], "a.um");
+        assert_eq!(a["pendentes"], 3);
+        assert_eq!(a["em_voo"], 1);
+        let idade = a["idade_mais_antiga_ms"].as_i64().unwrap();
+        assert!((3_600_000..3_700_000).contains(&idade), "oldest age {idade}");
+        assert_eq!(
+            a["tentativas"],
+            json!([
+                {"faixa": "0", "mensagens": 1},
+                {"faixa": "1", "mensagens": 1},
+                {"faixa": "2-4", "mensagens": 1},
+                {"faixa": "25+", "mensagens": 1},
+            ])
+        );
+        assert_eq!(a["mortas"], 1);
+        assert_eq!(a["apps"][0]["app"], "emissor");
+        assert!(a["apps"][0]["visto_ha_ms"].as_i64().unwrap() < 60_000);
+
+        let b = &tipos[1];
+        assert_eq!(b["tipo"], "b.dois");
+        assert_eq!(b["pendentes"], 0);
+        assert_eq!(b["em_voo"], 0);
+        assert_eq!(b["idade_mais_antiga_ms"], serde_json::Value::Null);
+        assert_eq!(b["tentativas"], json!([]));
+        assert_eq!(b["mortas"], 2);
+        assert_eq!(b["apps"][0]["app"], "fiscal");
+        let visto = b["apps"][0]["visto_ha_ms"].as_i64().unwrap();
+        assert!((600_000..700_000).contains(&visto), "last seen {visto}");
+
+        // The same figures, as a table.
+        let tabela = stdout(&db.mensageria(&["status"]).assert().success());
+        let linha_a = tabela.lines().find(|l| l.starts_with("a.um")).unwrap();
+        let celulas: Vec<&str> = linha_a.split_whitespace().collect();
+        assert_eq!(&celulas[..3], ["a.um", "3", "1"], "{tabela}");
+        assert!(linha_a.contains("1h 00m") && linha_a.contains("0:1 1:1 2-4:1 25+:1"), "{tabela}");
+        assert!(linha_a.contains("emissor"), "{tabela}");
+        assert!(tabela.lines().next().unwrap().starts_with("TIPO"), "{tabela}");
+    }
+}
