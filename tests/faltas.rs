@@ -228,6 +228,10 @@ impl Cenario {
         drenagem: Duration,
         observacao: String,
     ) -> Linha {
+        // Close the way in before counting: a request still held by the proxy must not land
+        // after the checker counted (verificar then waits for the receptor to be idle).
+        let contagem_antes = self.proxy.contagem();
+        self.proxy.modo(ModoProxy::Recusar);
         let mut linha = verificar(
             &self.pg.pool,
             &self.lado,
@@ -242,7 +246,7 @@ impl Cenario {
         if !observacao.is_empty() {
             evidencias.push(observacao);
         }
-        let proxy = self.proxy.contagem();
+        let proxy = contagem_antes;
         if proxy.respostas_perdidas > 0 {
             evidencias.push(format!(
                 "{} responses lost by the proxy",

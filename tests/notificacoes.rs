@@ -79,6 +79,9 @@ async fn notificacao_acorda_o_relay_e_sobrevive_a_conexao_derrubada() {
     })
     .await;
 
+    // The listener wakes the relay once right after LISTEN (to catch rows inserted while it
+    // was not listening); let that wake and its short re-looks pass before the control row.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     // Control: without the trigger nothing notifies, and a one-minute poll does not come.
     inserir_de_fora(&db.pool, 1).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -271,14 +271,16 @@ nos_dois_bancos! {
         assert_eq!(segundo[0].tentativas, 2);
         let id = primeiro[0].id;
         // The first relay's late answers change nothing.
-        assert!(!mensageria_core::Banco::confirmar(&db.pool, id, 111).await.unwrap());
+        assert!(mensageria_core::Banco::confirmar_lote(&db.pool, &[(id, 111)]).await.unwrap().is_empty());
         assert!(!mensageria_core::Banco::reagendar(&db.pool, id, 111, 0, "late").await.unwrap());
         assert!(!mensageria_core::Banco::matar(&db.pool, id, 111, "late", "r").await.unwrap());
         let pendentes: i64 = sqlx::query_scalar(PENDENTES).fetch_one(&db.pool).await.unwrap();
         let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
         assert_eq!((pendentes, mortas), (1, 0));
-        // The owner's ack works.
-        assert!(mensageria_core::Banco::confirmar(&db.pool, id, 333).await.unwrap());
+        // In one batch, each pair is fenced on its own: the stale token deletes nothing, the
+        // owner's ack works.
+        let apagadas = mensageria_core::Banco::confirmar_lote(&db.pool, &[(id, 111), (id, 333)]).await.unwrap();
+        assert_eq!(apagadas, vec![id]);
     }
 }
 

@@ -167,7 +167,6 @@ async fn verificar_apps(
         let visto = apps.entry(&r.app).or_insert(i64::MAX);
         *visto = (*visto).min(r.visto_ha_ms);
     }
-    let vivo = |app: &str| apps.get(app).is_some_and(|ha| *ha <= limite_ms);
     for (app, ha) in &apps {
         if *ha > limite_ms {
             d.problemas.push(Problema {
@@ -185,12 +184,14 @@ async fn verificar_apps(
         }
     }
 
-    // Live claimants per tipo.
+    // Live claimants per tipo. Judged per (app, tipo) row, not per app: a relay refreshes only
+    // the tipos it still sends, so a tipo dropped in a redeploy keeps a stale row that must not
+    // count as a live claimant (its rows would be orphans reported as healthy).
     let mut vivos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut todos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for r in &reivindicacoes {
         todos.entry(&r.tipo).or_default().insert(&r.app);
-        if vivo(&r.app) {
+        if r.visto_ha_ms <= limite_ms {
             vivos.entry(&r.tipo).or_default().insert(&r.app);
         }
     }

@@ -184,6 +184,8 @@ async fn soak(args: Args) -> bool {
     }
     let drenagem = cura.elapsed();
     drop(replicas);
+    let proxy_contagem = proxy.contagem();
+    proxy.modo(ModoProxy::Recusar); // nothing may arrive after the checker counts
     let mut linha = verificar(
         &pg.pool,
         &lado,
@@ -194,7 +196,6 @@ async fn soak(args: Args) -> bool {
         drenagem,
     )
     .await;
-    let proxy_contagem = proxy.contagem();
     linha.observacao = format!(
         "{mortes} SIGKILLs; {} responses lost and {} connections reset by the proxy; {} answers replaced",
         proxy_contagem.respostas_perdidas,

@@ -71,6 +71,8 @@ pub struct Lado {
     pub injetadas: Arc<std::sync::atomic::AtomicU64>,
     /// Deliveries by `(x-mensageria-tipo, x-app)`: which app sent which tipo.
     pub remetentes: Arc<Mutex<HashMap<(String, String), u64>>>,
+    /// Requests inside the receptor right now.
+    em_voo: Arc<std::sync::atomic::AtomicI64>,
     falha: Arc<Mutex<(FalhaResposta, fastrand::Rng)>>,
 }
 
@@ -81,6 +83,7 @@ impl Lado {
             entregas: Arc::default(),
             injetadas: Arc::default(),
             remetentes: Arc::default(),
+            em_voo: Arc::default(),
             falha: Arc::new(Mutex::new((
                 FalhaResposta::Nenhuma,
                 fastrand::Rng::with_seed(semente),
@@ -118,7 +121,21 @@ impl Lado {
         self.injetadas.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Waits until no request is inside the receptor (so no late delivery can land after the
+    /// checker counted), failing after `limite`.
+    pub async fn esperar_quietude(&self, limite: Duration) {
+        let fim = tokio::time::Instant::now() + limite;
+        while self.em_voo.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            assert!(
+                tokio::time::Instant::now() < fim,
+                "requests still inside the receptor after {limite:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     async fn atender(&self, pedido: Request, proximo: Next) -> Response {
+        let _em_voo = EmVoo::entrar(&self.em_voo);
         let falha = self.falha.lock().unwrap().0;
         match falha {
             FalhaResposta::Recusar { fracao, status_429 } if self.sortear(fracao) => {
@@ -169,6 +186,22 @@ impl Lado {
             }
             _ => resposta,
         }
+    }
+}
+
+/// Counts a request in flight until dropped (also when the connection is cut mid-request).
+struct EmVoo(Arc<std::sync::atomic::AtomicI64>);
+
+impl EmVoo {
+    fn entrar(contador: &Arc<std::sync::atomic::AtomicI64>) -> Self {
+        contador.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(Arc::clone(contador))
+    }
+}
+
+impl Drop for EmVoo {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -249,7 +282,9 @@ impl Linha {
     }
 }
 
-/// Counts the ledger, the effects, the dead letters and the deliveries of one scenario.
+/// Counts the ledger, the effects, the dead letters and the deliveries of one scenario, in one
+/// snapshot (`REPEATABLE READ`), after no request is left inside the receptor. Cut the ways in
+/// (set the proxies to `Recusar`) before calling it, so nothing can arrive late.
 pub async fn verificar(
     pool: &PgPool,
     lado: &Lado,
@@ -259,9 +294,15 @@ pub async fn verificar(
     semente: u64,
     drenagem: Duration,
 ) -> Linha {
-    let um = |sql: &'static str| async move {
+    lado.esperar_quietude(Duration::from_secs(30)).await;
+    let mut tx = pool.begin().await.expect("begin the checker's snapshot");
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *tx)
+        .await
+        .expect("a snapshot");
+    let mut um = async |sql: &'static str| {
         sqlx::query_scalar::<_, i64>(sql)
-            .fetch_one(pool)
+            .fetch_one(&mut *tx)
             .await
             .expect(sql) as u64
     };
@@ -276,18 +317,19 @@ pub async fn verificar(
     let efeitos_duplicados = um("SELECT count(*) - count(DISTINCT n) FROM efeito").await;
     let mortas: BTreeSet<uuid::Uuid> =
         sqlx::query_scalar("SELECT id_mensagem FROM mensageria_mortas")
-            .fetch_all(pool)
+            .fetch_all(&mut *tx)
             .await
             .expect("dead letters")
             .into_iter()
             .collect();
     let veneno: BTreeSet<uuid::Uuid> =
         sqlx::query_scalar("SELECT id_mensagem FROM razao WHERE veneno")
-            .fetch_all(pool)
+            .fetch_all(&mut *tx)
             .await
             .expect("poison")
             .into_iter()
             .collect();
+    tx.commit().await.expect("end the checker's snapshot");
     let entregas = lado.entregas.total();
     let unicas = lado.entregas.0.lock().unwrap().len() as u64;
     Linha {

@@ -140,3 +140,20 @@ nos_dois_bancos! {
         assert_eq!(problemas(&d), vec![(s("migracao-falhou"), s(""), vec![])], "{d:#}");
     }
 }
+
+nos_dois_bancos! {
+    async fn doctor_tipo_largado_por_app_vivo_e_orfao(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        // `emissor` is alive (it beats for `a.um`), but it stopped sending `largado` in a
+        // redeploy: that row is 2 h stale, and its pending rows will never move.
+        plantar_app!(db, "emissor", "a.um", 0);
+        plantar_app!(db, "emissor", "largado", 7_200_000);
+        plantar_saida!(db, "largado", 0, 7_200_000, false);
+        let d = diagnosticar(&db, &["--retencao", "30d"], 1);
+        assert_eq!(
+            problemas(&d),
+            vec![(s("orfas"), s("largado"), vec![s("emissor")])],
+            "{d:#}"
+        );
+    }
+}

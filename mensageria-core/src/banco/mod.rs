@@ -116,13 +116,13 @@ pub trait Banco: sqlx::Database + selado::Selado {
         pedido: Pedido<'_>,
     ) -> impl Future<Output = Result<Vec<Reivindicada>, sqlx::Error>> + Send;
 
-    /// Deletes a delivered row, if the lease `token` is still ours.
+    /// Deletes delivered rows, each only if its lease token is still the one given; returns
+    /// the ids deleted (the others were fenced). One statement, one commit.
     #[doc(hidden)]
-    fn confirmar(
+    fn confirmar_lote(
         pool: &Pool<Self>,
-        id: i64,
-        token: i64,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+        pares: &[(i64, i64)],
+    ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
 
     /// Schedules a retry in `atraso_ms`, if the lease `token` is still ours.
     #[doc(hidden)]
@@ -161,8 +161,9 @@ pub trait Banco: sqlx::Database + selado::Selado {
         tipos: &[&str],
     ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
 
-    /// Puts dead letters back in the saída with attempts reset: one (`Some(id)`) or every one of
-    /// `tipo` (`None`). Returns how many moved.
+    /// Puts dead letters back in the saída with attempts reset and their age restarted (the
+    /// relay's `idade_maxima` counts from the replay): one (`Some(id)`) or every one of `tipo`
+    /// (`None`). Returns how many moved.
     #[doc(hidden)]
     fn reenfileirar_mortas(
         pool: &Pool<Self>,

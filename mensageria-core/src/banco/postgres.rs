@@ -151,13 +151,16 @@ impl Banco for Postgres {
             .collect())
     }
 
-    async fn confirmar(pool: &PgPool, id: i64, token: i64) -> Result<bool, sqlx::Error> {
-        let r = sqlx::query("DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2")
-            .bind(id)
-            .bind(token)
-            .execute(pool)
-            .await?;
-        Ok(r.rows_affected() == 1)
+    async fn confirmar_lote(pool: &PgPool, pares: &[(i64, i64)]) -> Result<Vec<i64>, sqlx::Error> {
+        let (ids, tokens): (Vec<i64>, Vec<i64>) = pares.iter().copied().unzip();
+        sqlx::query_scalar(
+            "DELETE FROM mensageria_saida s USING unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
+             WHERE s.id = c.id AND s.lease_token = c.token RETURNING s.id",
+        )
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(pool)
+        .await
     }
 
     async fn reagendar(
@@ -256,8 +259,8 @@ impl Banco for Postgres {
                  WHERE ($1::uuid IS NULL OR id_mensagem = $1) AND ($2::text IS NULL OR tipo = $2) \
                  RETURNING id_mensagem, tipo, payload, correlacao, criada_em \
              ) \
-             INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao, criada_em) \
-             SELECT id_mensagem, tipo, payload, correlacao, criada_em FROM volta",
+             INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
+             SELECT id_mensagem, tipo, payload, correlacao FROM volta",
         )
         .bind(id_mensagem)
         .bind(tipo)

@@ -146,13 +146,21 @@ impl Banco for Sqlite {
             .collect()
     }
 
-    async fn confirmar(pool: &SqlitePool, id: i64, token: i64) -> Result<bool, sqlx::Error> {
-        let r = sqlx::query("DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2")
-            .bind(id)
-            .bind(token)
-            .execute(pool)
-            .await?;
-        Ok(r.rows_affected() == 1)
+    async fn confirmar_lote(
+        pool: &SqlitePool,
+        pares: &[(i64, i64)],
+    ) -> Result<Vec<i64>, sqlx::Error> {
+        // The pairs travel as one JSON array of [id, token]: SQLite has no array parameters.
+        let pares =
+            serde_json::to_string(pares).map_err(|erro| sqlx::Error::Encode(erro.into()))?;
+        sqlx::query_scalar(
+            "DELETE FROM mensageria_saida WHERE (id, lease_token) IN \
+             (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1)) \
+             RETURNING id",
+        )
+        .bind(pares)
+        .fetch_all(pool)
+        .await
     }
 
     async fn reagendar(
@@ -258,8 +266,8 @@ impl Banco for Sqlite {
         let mut tx = pool.begin().await?;
         let filtro = "($1 IS NULL OR id_mensagem = $1) AND ($2 IS NULL OR tipo = $2)";
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao, criada_em) \
-             SELECT id_mensagem, tipo, payload, correlacao, criada_em FROM mensageria_mortas WHERE {filtro}"
+            "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
+             SELECT id_mensagem, tipo, payload, correlacao FROM mensageria_mortas WHERE {filtro}"
         )))
         .bind(&id)
         .bind(tipo)

@@ -32,6 +32,7 @@
 mod backoff;
 mod circuito;
 mod config;
+mod confirmacoes;
 mod ensaio;
 mod motor;
 #[cfg(feature = "postgres")]

@@ -1,7 +1,7 @@
 //! The relay's engine: the claim loop, the delivery of one row, and its settlement.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use super::backoff::atraso;
 use super::circuito::{Circuitos, Permissao};
+use super::confirmacoes::Confirmacoes;
 use super::{ACORDAR, Config, Modo, Rodada};
 use crate::banco::{Pedido, Reivindicada};
 use crate::enviador::Recursos;
@@ -36,6 +37,9 @@ pub(crate) struct Motor<DB: Banco> {
     pub(crate) recursos: Recursos,
     pub(crate) prazo_ms: Arc<AtomicU64>,
     circuitos: Arc<Mutex<Circuitos>>,
+    confirmacoes: Arc<Confirmacoes>,
+    /// A backlog measurement for the gauges is running.
+    medindo: Arc<AtomicBool>,
     giro: AtomicUsize,
     pisos: Mutex<Pisos>,
 }
@@ -65,6 +69,8 @@ impl<DB: Banco> Motor<DB> {
             recursos,
             prazo_ms: Arc::new(AtomicU64::new(10_000)),
             circuitos,
+            confirmacoes: Arc::default(),
+            medindo: Arc::default(),
             giro: AtomicUsize::new(0),
             pisos: Mutex::new(Pisos::default()),
         }
@@ -195,6 +201,7 @@ impl<DB: Banco> Motor<DB> {
             self.config.clone(),
             self.recursos.clone(),
             Arc::clone(&self.circuitos),
+            Arc::clone(&self.confirmacoes),
             linha,
             token,
         )
@@ -262,8 +269,24 @@ impl<DB: Banco> Motor<DB> {
                         }
                         registrado = true;
                         proximo_heartbeat = Instant::now() + self.config.heartbeat;
-                        // Backlog gauges, at the heartbeat's pace (one query over our tipos).
-                        crate::fila::publicar(&self.pool, tipos).await;
+                        // Backlog gauges, at the heartbeat's pace (one query over our tipos), off
+                        // the claim loop: on a large backlog the count must not delay claims.
+                        if !self.medindo.swap(true, Ordering::AcqRel) {
+                            let (pool, medindo) = (self.pool.clone(), Arc::clone(&self.medindo));
+                            tokio::spawn(async move {
+                                let limite = Duration::from_secs(10);
+                                if timeout(limite, crate::fila::publicar(&pool, tipos))
+                                    .await
+                                    .is_err()
+                                {
+                                    tracing::warn!(
+                                        ?limite,
+                                        "mensageria relay: measuring the backlog for the gauges took too long; the gauges keep their last values"
+                                    );
+                                }
+                                medindo.store(false, Ordering::Release);
+                            });
+                        }
                     }
                     Err(erro) => banco.falhou(&erro),
                 }
@@ -442,6 +465,7 @@ async fn entregar<DB: Banco>(
     config: Config,
     recursos: Recursos,
     circuitos: Arc<Mutex<Circuitos>>,
+    confirmacoes: Arc<Confirmacoes>,
     linha: Reivindicada,
     token: i64,
 ) -> Desfecho {
@@ -477,7 +501,7 @@ async fn entregar<DB: Banco>(
                     let perdido = "ensaio: ack lost on purpose";
                     liquidar(|| DB::reagendar(&pool, linha.id, token, 0, perdido), Desfecho::Reagendada).await
                 } else {
-                    liquidar(|| DB::confirmar(&pool, linha.id, token), Desfecho::Entregue).await
+                    liquidar(|| confirmacoes.confirmar(&pool, linha.id, token), Desfecho::Entregue).await
                 }
             }
             Err(FalhaEnvio::Permanente { motivo }) => {

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -143,7 +143,11 @@ async fn aceitar(
     loop {
         tokio::select! {
             aceita = ouvinte.accept() => {
-                let Ok((cliente, _)) = aceita else { continue };
+                let Ok((cliente, _)) = aceita else {
+                    // Out of file descriptors or the like: do not spin.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
                 contadores.conexoes.fetch_add(1, Ordering::Relaxed);
                 conexoes.spawn(conduzir(
                     cliente,
@@ -218,26 +222,75 @@ async fn congelar(modo: &mut watch::Receiver<ModoProxy>) -> Result<(), watch::er
     Ok(())
 }
 
-/// Moves bytes both ways, applying the mode to each chunk, until a side closes or a fault
-/// resets the connection.
+/// Moves bytes both ways, each direction on its own (a side that stops reading never blocks
+/// the other direction), until both sides closed or a fault resets the connection. A side's
+/// EOF is passed on as a half-close, so an answer can still come back.
 async fn bombear(
     cliente: &mut TcpStream,
     servidor: &mut TcpStream,
     modo: &mut watch::Receiver<ModoProxy>,
     sorte: &Mutex<fastrand::Rng>,
 ) -> Fim {
-    let (mut cliente_leitura, mut cliente_escrita) = cliente.split();
-    let (mut servidor_leitura, mut servidor_escrita) = servidor.split();
-    let mut ida = vec![0u8; 16 * 1024];
-    let mut volta = vec![0u8; 16 * 1024];
+    let (cliente_leitura, cliente_escrita) = cliente.split();
+    let (servidor_leitura, servidor_escrita) = servidor.split();
     // The client sent bytes the upstream has not answered yet: the next upstream chunk starts
     // a response (the turn in which an ack can be lost).
-    let mut pedido_pendente = false;
+    let pedido_pendente = AtomicBool::new(false);
+    let ida = direcao(
+        cliente_leitura,
+        servidor_escrita,
+        modo.clone(),
+        Sentido::Ida,
+        &pedido_pendente,
+        sorte,
+    );
+    let volta = direcao(
+        servidor_leitura,
+        cliente_escrita,
+        modo.clone(),
+        Sentido::Volta,
+        &pedido_pendente,
+        sorte,
+    );
+    tokio::pin!(ida, volta);
+    let (primeiro, ida_acabou) = tokio::select! {
+        fim = &mut ida => (fim, true),
+        fim = &mut volta => (fim, false),
+    };
+    if let Fim::Resetar { .. } = primeiro {
+        return primeiro;
+    }
+    // One side closed its writing half; the other direction may still carry the answer.
+    let outra = async { if ida_acabou { volta.await } else { ida.await } };
+    match tokio::time::timeout(Duration::from_secs(30), outra).await {
+        Ok(fim) => fim,
+        Err(_) => Fim::Fechou,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sentido {
+    /// Client → upstream.
+    Ida,
+    /// Upstream → client.
+    Volta,
+}
+
+/// One direction of a connection, until its reader closes (passed on as a half-close) or the
+/// mode resets the connection.
+async fn direcao(
+    mut leitura: tokio::net::tcp::ReadHalf<'_>,
+    mut escrita: tokio::net::tcp::WriteHalf<'_>,
+    mut modo: watch::Receiver<ModoProxy>,
+    sentido: Sentido,
+    pedido_pendente: &AtomicBool,
+    sorte: &Mutex<fastrand::Rng>,
+) -> Fim {
+    let mut buffer = vec![0u8; 16 * 1024];
     loop {
-        // `read` on a TCP stream is cancel-safe: the branch that loses the race lost nothing.
-        let (do_cliente, lidos) = tokio::select! {
-            lidos = cliente_leitura.read(&mut ida) => (true, lidos),
-            lidos = servidor_leitura.read(&mut volta) => (false, lidos),
+        // `read` on a TCP stream is cancel-safe: a mode change loses no bytes.
+        let lidos = tokio::select! {
+            lidos = leitura.read(&mut buffer) => lidos,
             mudou = modo.changed() => {
                 if mudou.is_err() {
                     return Fim::Fechou;
@@ -249,55 +302,58 @@ async fn bombear(
             }
         };
         let lidos = match lidos {
-            Ok(0) | Err(_) => return Fim::Fechou,
+            Ok(0) | Err(_) => {
+                let _ = escrita.shutdown().await;
+                return Fim::Fechou;
+            }
             Ok(n) => n,
         };
-        if congelar(modo).await.is_err() {
+        if congelar(&mut modo).await.is_err() {
             return Fim::Fechou;
         }
         let atual = *modo.borrow();
         if let ModoProxy::Atrasar(atraso) = atual {
             tokio::time::sleep(atraso).await;
         }
-        let escrito = if do_cliente {
-            match atual {
-                ModoProxy::Recusar => {
-                    return Fim::Resetar {
-                        perdeu_resposta: false,
-                    };
-                }
-                ModoProxy::CortarAposEncaminhar => {
-                    // Forward the request, then cut both sides before any answer comes back.
-                    let _ = servidor_escrita.write_all(&ida[..lidos]).await;
-                    let _ = servidor_escrita.flush().await;
-                    return Fim::Resetar {
-                        perdeu_resposta: true,
-                    };
-                }
-                _ => {}
+        match (sentido, atual) {
+            (_, ModoProxy::Recusar) => {
+                return Fim::Resetar {
+                    perdeu_resposta: false,
+                };
             }
-            pedido_pendente = true;
-            servidor_escrita.write_all(&ida[..lidos]).await
-        } else {
-            let nova_resposta = std::mem::take(&mut pedido_pendente);
-            match atual {
-                ModoProxy::Recusar => {
-                    return Fim::Resetar {
-                        perdeu_resposta: false,
-                    };
-                }
-                ModoProxy::PerderResposta { fracao }
-                    if nova_resposta && sorte.lock().expect("proxy rng").f64() < fracao =>
+            (Sentido::Ida, ModoProxy::CortarAposEncaminhar) => {
+                // Forward the request — this chunk and whatever follows it within 50 ms (a
+                // body written after its headers) — then cut both sides before any answer.
+                let _ = escrita.write_all(&buffer[..lidos]).await;
+                let ate = tokio::time::Instant::now() + Duration::from_millis(50);
+                while let Ok(Ok(n)) = tokio::time::timeout_at(ate, leitura.read(&mut buffer)).await
                 {
+                    if n == 0 || escrita.write_all(&buffer[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = escrita.flush().await;
+                return Fim::Resetar {
+                    perdeu_resposta: true,
+                };
+            }
+            (Sentido::Volta, ModoProxy::CortarAposEncaminhar) => {
+                return Fim::Resetar {
+                    perdeu_resposta: true,
+                };
+            }
+            (Sentido::Ida, _) => pedido_pendente.store(true, Ordering::Relaxed),
+            (Sentido::Volta, ModoProxy::PerderResposta { fracao }) => {
+                let nova_resposta = pedido_pendente.swap(false, Ordering::Relaxed);
+                if nova_resposta && sorte.lock().expect("proxy rng").f64() < fracao {
                     return Fim::Resetar {
                         perdeu_resposta: true,
                     };
                 }
-                _ => {}
             }
-            cliente_escrita.write_all(&volta[..lidos]).await
-        };
-        if escrito.is_err() {
+            (Sentido::Volta, _) => pedido_pendente.store(false, Ordering::Relaxed),
+        }
+        if escrita.write_all(&buffer[..lidos]).await.is_err() {
             return Fim::Fechou;
         }
     }

@@ -1,0 +1,133 @@
+//! The receiving app, `fiscal`: a receptor whose effect is a row unique by the natural key,
+//! served by Axum, behind a middleware that counts every delivery and its outcome.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use mensageria_axum::{Rejeicao, receptor};
+use sqlx::{Postgres, Sqlite, Transaction};
+
+use super::emissor::EncerramentoMdfe;
+
+/// The effect. The UNIQUE natural key makes a second application visible instead of silent:
+/// it bumps `aplicacoes` rather than inserting a second row, and the demo's checker counts
+/// every row with `aplicacoes > 1` as "applied twice".
+pub(crate) const TABELA: &str = "CREATE TABLE encerramento (\
+     cnpj TEXT NOT NULL, chave_mdfe TEXT NOT NULL, aplicacoes BIGINT NOT NULL DEFAULT 1, \
+     UNIQUE (cnpj, chave_mdfe))";
+
+/// Written once for both backends (`$1` placeholders and `ON CONFLICT` are common to both).
+macro_rules! aplicar {
+    ($tx:expr, $evento:expr) => {{
+        sqlx::query(
+            "INSERT INTO encerramento (cnpj, chave_mdfe) VALUES ($1, $2) \
+             ON CONFLICT (cnpj, chave_mdfe) DO UPDATE SET aplicacoes = encerramento.aplicacoes + 1",
+        )
+        .bind(&$evento.cnpj)
+        .bind(&$evento.chave_mdfe)
+        .execute(&mut **$tx)
+        .await?;
+        Ok(())
+    }};
+}
+
+/// The receptor on SQLite: `mensageria_axum::router` mounts it at `POST /m2m/demo.encerramento`.
+#[receptor(tipo = "demo.encerramento", chave_natural = (evento.cnpj, evento.chave_mdfe))]
+async fn receber_encerramento(
+    tx: &mut Transaction<'_, Sqlite>,
+    evento: EncerramentoMdfe,
+) -> Result<(), Rejeicao> {
+    aplicar!(tx, evento)
+}
+
+/// The same receptor on PostgreSQL. One crate registers a tipo once, so this one has a tipo
+/// of its own and is mounted by hand (`mensageria_axum::rota`) at the SQLite one's path.
+#[receptor(tipo = "demo.encerramento-pg", chave_natural = (evento.cnpj, evento.chave_mdfe))]
+async fn receber_encerramento_pg(
+    tx: &mut Transaction<'_, Postgres>,
+    evento: EncerramentoMdfe,
+) -> Result<(), Rejeicao> {
+    aplicar!(tx, evento)
+}
+
+/// The PostgreSQL fiscal's router: the receptor at the path the emissor's `Destino` posts to.
+pub(crate) fn router_postgres(
+    pool: sqlx::PgPool,
+    config: mensageria_axum::Config,
+) -> Result<Router, mensageria_core::Erro> {
+    let estado = mensageria_axum::Estado::new(pool, config)?;
+    Ok(
+        Router::new()
+            .route(
+                "/m2m/demo.encerramento",
+                mensageria_axum::rota::<
+                    ReceptorReceberEncerramentoPg,
+                    mensageria_axum::Estado<Postgres>,
+                >(),
+            )
+            .with_state(estado),
+    )
+}
+
+/// What reached the receptor: ground truth on the receiving side.
+#[derive(Debug, Default)]
+pub(crate) struct Contagem {
+    /// HTTP requests that reached the receptor (its answer may be lost on the way back).
+    pub(crate) entregas: AtomicU64,
+    /// Answered 200 `applied`.
+    pub(crate) aplicadas: AtomicU64,
+    /// Answered 200 `duplicate` (the dedup record was there: a no-op).
+    pub(crate) duplicatas: AtomicU64,
+    /// The distinct message ids (`x-request-id`) delivered.
+    pub(crate) mensagens: Mutex<HashSet<String>>,
+}
+
+impl Contagem {
+    /// Deliveries beyond the first of each message.
+    pub(crate) fn reentregas(&self) -> u64 {
+        let distintas = self.mensagens.lock().expect("counter lock").len() as u64;
+        self.entregas
+            .load(Ordering::Relaxed)
+            .saturating_sub(distintas)
+    }
+}
+
+/// Wraps `app` in the counting middleware.
+pub(crate) fn contando(app: Router, contagem: Arc<Contagem>) -> Router {
+    app.layer(axum::middleware::from_fn_with_state(contagem, contar))
+}
+
+async fn contar(State(contagem): State<Arc<Contagem>>, pedido: Request, proximo: Next) -> Response {
+    contagem.entregas.fetch_add(1, Ordering::Relaxed);
+    if let Some(id) = pedido
+        .headers()
+        .get("x-request-id")
+        .and_then(|valor| valor.to_str().ok())
+    {
+        contagem
+            .mensagens
+            .lock()
+            .expect("counter lock")
+            .insert(id.to_owned());
+    }
+    let (partes, corpo) = proximo.run(pedido).await.into_parts();
+    // The receptor's answers are small JSON documents: read, classify, pass on unchanged.
+    let corpo = axum::body::to_bytes(corpo, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let texto = std::str::from_utf8(&corpo).unwrap_or_default();
+    if partes.status.is_success() {
+        if texto.contains(r#""resultado":"applied""#) {
+            contagem.aplicadas.fetch_add(1, Ordering::Relaxed);
+        } else if texto.contains(r#""resultado":"duplicate""#) {
+            contagem.duplicatas.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Response::from_parts(partes, Body::from(corpo))
+}
