@@ -154,6 +154,8 @@ impl Dialeto {
 
 /// The URL with its password replaced by `***`, fit for messages.
 pub(crate) fn sem_senha(url: &str) -> String {
+    let url = sem_senha_na_consulta(url);
+    let url = url.as_str();
     let Some((esquema, resto)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -164,6 +166,21 @@ pub(crate) fn sem_senha(url: &str) -> String {
         Some((usuario, _)) => format!("{esquema}://{usuario}:***@{servidor}"),
         None => url.to_owned(),
     }
+}
+
+/// `?password=…` (or `&password=…`) in the query string, masked.
+fn sem_senha_na_consulta(url: &str) -> String {
+    let Some((base, consulta)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let partes: Vec<String> = consulta
+        .split('&')
+        .map(|parte| match parte.split_once('=') {
+            Some((chave, _)) if chave.eq_ignore_ascii_case("password") => format!("{chave}=***"),
+            _ => parte.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", partes.join("&"))
 }
 
 #[cfg(test)]
@@ -181,5 +198,9 @@ mod testes {
             "postgres://postgres@127.0.0.1/x"
         );
         assert_eq!(sem_senha("sqlite:app.db"), "sqlite:app.db");
+        assert_eq!(
+            sem_senha("postgres://app@db/x?sslmode=require&password=segredo"),
+            "postgres://app@db/x?sslmode=require&password=***"
+        );
     }
 }

@@ -36,11 +36,9 @@ struct Diagnostico {
 struct Problema {
     /// A stable code for scripts.
     codigo: Codigo,
-    /// The tipo concerned, if one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The tipo concerned, if one (`null` otherwise: the keys are always there for scripts).
     tipo: Option<String>,
-    /// The apps concerned.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// The apps concerned (may be empty).
     apps: Vec<String>,
     /// What is wrong and what to do.
     mensagem: String,
@@ -95,6 +93,12 @@ pub(crate) async fn executar(
     d.versao_aplicada = aplicada;
     match aplicada {
         None => {
+            // The table may exist with only failed migrations in it: say that, not "missing".
+            let falhas = migracoes_falhas(conexao).await.unwrap_or_default();
+            if !falhas.is_empty() {
+                d.problemas.push(problema_migracao_falhou(&falhas));
+                return Ok(concluir(d, json));
+            }
             d.problemas.push(Problema {
                 codigo: Codigo::SchemaAusente,
                 tipo: None,
@@ -124,15 +128,7 @@ pub(crate) async fn executar(
     }
     let falhas = migracoes_falhas(conexao).await?;
     if !falhas.is_empty() {
-        d.problemas.push(Problema {
-            codigo: Codigo::MigracaoFalhou,
-            tipo: None,
-            apps: Vec::new(),
-            mensagem: format!(
-                "migration(s) {falhas:?} are recorded as failed in `_mensageria_migrations`: fix \
-                 the schema by hand and rerun `mensageria migrar`"
-            ),
-        });
+        d.problemas.push(problema_migracao_falhou(&falhas));
     }
 
     verificar_apps(conexao, &args, &mut d).await?;
@@ -150,6 +146,18 @@ fn concluir(mut d: Diagnostico, json: bool) -> bool {
 async fn migracoes_falhas(conexao: &Conexao) -> Result<Vec<i64>, sqlx::Error> {
     let sql = "SELECT version FROM _mensageria_migrations WHERE NOT success ORDER BY version";
     Ok(nos_dois!(conexao, pool => sqlx::query_scalar(sql).fetch_all(pool).await?))
+}
+
+fn problema_migracao_falhou(falhas: &[i64]) -> Problema {
+    Problema {
+        codigo: Codigo::MigracaoFalhou,
+        tipo: None,
+        apps: Vec::new(),
+        mensagem: format!(
+            "migration(s) {falhas:?} are recorded as failed in `_mensageria_migrations`: fix the \
+             schema by hand and rerun `mensageria migrar`"
+        ),
+    }
 }
 
 /// Orphans, competing consumers and stopped apps, from the saída and `mensageria_apps`.

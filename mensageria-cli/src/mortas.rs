@@ -2,8 +2,8 @@
 //! discards them.
 //!
 //! Replaying goes through mensageria-core's own `Banco::reenfileirar_mortas` (the row returns to
-//! the saída with its message id, payload, correlation id and creation time, attempts reset to
-//! 0); the owning app's relay then delivers it like any other row.
+//! the saída with its message id, payload and correlation id, attempts reset to 0 and its age
+//! counted from the replay); the owning app's relay then delivers it like any other row.
 
 use std::io::{BufRead, Write};
 
@@ -51,13 +51,13 @@ struct Morta {
     criada_em: String,
     morta_em: String,
     morta_ha_ms: i64,
-    /// The payload as enqueued.
-    payload: serde_json::Value,
+    /// The payload byte for byte as enqueued (no key reordering, no number rounding).
+    payload: Box<serde_json::value::RawValue>,
 }
 
 impl Relatorio for Morta {
     fn humano(&self) -> String {
-        let payload = serde_json::to_string_pretty(&self.payload).unwrap_or_default();
+        let payload = self.payload.get();
         format!(
             "id_mensagem  {}\ntipo         {}\nattempts     {}\nlast error   {}\napp          {}\n\
              correlation  {}\ncreated      {}\ndead since   {} ({} ago)\npayload\n{payload}\n",
@@ -128,7 +128,10 @@ async fn buscar(conexao: &Conexao, id: Uuid) -> Result<Morta, ErroCli> {
         criada_em: rfc3339(criada),
         morta_em: rfc3339(morta),
         morta_ha_ms: ha.max(0),
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+        payload: serde_json::value::RawValue::from_string(payload.clone()).unwrap_or_else(|_| {
+            // Not JSON (cannot happen for rows the saída wrote): show it as a JSON string.
+            serde_json::value::to_raw_value(&payload).expect("a string serializes")
+        }),
     })
 }
 

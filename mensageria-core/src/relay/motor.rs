@@ -243,7 +243,7 @@ impl<DB: Banco> Motor<DB> {
         let mut em_voo: JoinSet<Desfecho> = JoinSet::new();
         let mut leases: HashMap<tokio::task::Id, (i64, i64)> = HashMap::new();
         let mut acordado_em: Option<Instant> = None;
-        let mut espera_rapida = Duration::from_millis(2);
+        let mut espera_rapida = PRIMEIRA_OLHADA;
         // The listener lives as long as this loop (a JoinSet aborts its tasks when dropped, so
         // an aborted relay takes its listener with it).
         let mut escuta = JoinSet::new();
@@ -353,7 +353,7 @@ impl<DB: Banco> Motor<DB> {
                 if reivindicadas == 0 && agora.duration_since(quando) < Duration::from_millis(250) {
                     // The enqueuing transaction may not have committed yet: look again shortly.
                     espera = espera_rapida;
-                    espera_rapida = (espera_rapida * 2).min(Duration::from_millis(64));
+                    espera_rapida = proxima_olhada(espera_rapida);
                 } else {
                     acordado_em = None;
                 }
@@ -366,7 +366,7 @@ impl<DB: Banco> Motor<DB> {
                 _ = cancelar.cancelled() => {}
                 _ = &mut acordar, if self.config.acordar_no_processo => {
                     acordado_em = Some(Instant::now());
-                    espera_rapida = Duration::from_millis(2);
+                    espera_rapida = PRIMEIRA_OLHADA;
                 }
                 Some(Ok((id, _))) = em_voo.join_next_with_id(), if !em_voo.is_empty() && livres == 0 => {
                     leases.remove(&id);
@@ -401,6 +401,19 @@ impl<DB: Banco> Motor<DB> {
         }
         tracing::info!(%app, devolvidas, "mensageria relay stopped");
         inicio.elapsed()
+    }
+}
+
+/// After a wake-up that found nothing (the enqueuing transaction had not committed yet), the
+/// relay looks again after 1, 2, 3, 4, 5 ms (most commits land within a few milliseconds of
+/// their enqueue), then doubling to 64 ms, for 250 ms in all.
+const PRIMEIRA_OLHADA: Duration = Duration::from_millis(1);
+
+fn proxima_olhada(espera: Duration) -> Duration {
+    if espera < Duration::from_millis(5) {
+        espera + Duration::from_millis(1)
+    } else {
+        (espera * 2).min(Duration::from_millis(64))
     }
 }
 
@@ -603,6 +616,17 @@ where
 #[cfg(test)]
 mod testes {
     use super::*;
+
+    #[test]
+    fn olhadas_depois_de_acordar_sao_finas_no_inicio_e_dobram_depois() {
+        let mut espera = PRIMEIRA_OLHADA;
+        let mut olhadas = vec![espera.as_millis()];
+        while olhadas.iter().sum::<u128>() < 250 {
+            espera = proxima_olhada(espera);
+            olhadas.push(espera.as_millis());
+        }
+        assert_eq!(olhadas, [1, 2, 3, 4, 5, 10, 20, 40, 64, 64, 64]);
+    }
 
     const CHAVE_DO_APP_VAZIO: i64 = 5_931_967_896_988_404_108;
 
