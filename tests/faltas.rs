@@ -220,6 +220,37 @@ impl Cenario {
             .unwrap()
     }
 
+    /// The common shape of a scenario: a relay runs while `mensagens` are produced under the
+    /// fault already set; once every message was applied at least once, `curar` heals the
+    /// fault, the saída drains, and the row is checked. Asserts that the fault really caused
+    /// redeliveries.
+    async fn sob_falha_ate_aplicar(
+        self,
+        descricao: &str,
+        mensagens: i64,
+        curar: impl FnOnce(&Self),
+    ) -> Linha {
+        let relay = self
+            .relay(self.pg.outro_pool(4).await, self.config("emissor"))
+            .spawn()
+            .unwrap();
+        let tentadas = self.produzir(&self.pg.pool, 0..mensagens, 4, nenhum).await;
+        while self.aplicadas().await < tentadas as i64 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        curar(&self);
+        let drenagem = self.drenar(DRENAR).await;
+        relay.shutdown(Duration::from_secs(5)).await;
+        let linha = self
+            .concluir(descricao, tentadas, drenagem, String::new())
+            .await;
+        assert!(
+            linha.entregas_duplicadas > 0,
+            "the fault caused no redelivery: {linha:#?}"
+        );
+        linha
+    }
+
     /// Checks, records and asserts the row; drops the schema.
     async fn concluir(
         self,
@@ -304,84 +335,42 @@ const DRENAR: Duration = Duration::from_secs(60);
 async fn ack_perdido_depois_do_commit() {
     let c = Cenario::novo("ack_perdido_depois_do_commit", 11).await;
     c.proxy.modo(ModoProxy::PerderResposta { fracao: 0.3 });
-    let relay = c
-        .relay(c.pg.outro_pool(4).await, c.config("emissor"))
-        .spawn()
-        .unwrap();
-    let tentadas = c.produzir(&c.pg.pool, 0..300, 4, nenhum).await;
-    // Keep losing acks until every message was applied at least once, then heal.
-    let alvo = tentadas as i64;
-    while c.aplicadas().await < alvo {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    c.proxy.modo(ModoProxy::Passar);
-    let drenagem = c.drenar(DRENAR).await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    let perdidas = c.proxy.contagem().respostas_perdidas;
     let linha = c
-        .concluir(
+        .sob_falha_ate_aplicar(
             "proxy resets 30% of responses after the receptor committed",
-            tentadas,
-            drenagem,
-            format!("{perdidas} acks lost"),
+            300,
+            |c| c.proxy.modo(ModoProxy::Passar),
         )
         .await;
-    assert!(perdidas > 0 && linha.entregas_duplicadas > 0, "{linha:#?}");
+    assert!(
+        linha.observacao.contains("responses lost by the proxy"),
+        "{linha:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receptor_commita_e_responde_500() {
     let c = Cenario::novo("receptor_commita_e_responde_500", 12).await;
     c.lado.falhar(FalhaResposta::ErroAposCommit(0.3));
-    let relay = c
-        .relay(c.pg.outro_pool(4).await, c.config("emissor"))
-        .spawn()
-        .unwrap();
-    let tentadas = c.produzir(&c.pg.pool, 0..300, 4, nenhum).await;
-    while c.aplicadas().await < tentadas as i64 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    c.lado.falhar(FalhaResposta::Nenhuma);
-    let drenagem = c.drenar(DRENAR).await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    let linha = c
-        .concluir(
-            "receptor commits, then 30% of answers replaced by 500",
-            tentadas,
-            drenagem,
-            String::new(),
-        )
-        .await;
-    assert!(linha.entregas_duplicadas > 0, "{linha:#?}");
+    c.sob_falha_ate_aplicar(
+        "receptor commits, then 30% of answers replaced by 500",
+        300,
+        |c| c.lado.falhar(FalhaResposta::Nenhuma),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receptor_commita_e_estoura_o_tempo() {
     let c = Cenario::novo("receptor_commita_e_estoura_o_tempo", 13).await;
-    c.lado.falhar(FalhaResposta::LentoAposCommit(
-        0.2,
-        Duration::from_millis(1500),
-    ));
-    let relay = c
-        .relay(c.pg.outro_pool(4).await, c.config("emissor"))
-        .spawn()
-        .unwrap();
-    let tentadas = c.produzir(&c.pg.pool, 0..200, 4, nenhum).await;
-    while c.aplicadas().await < tentadas as i64 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    c.lado.falhar(FalhaResposta::Nenhuma);
-    let drenagem = c.drenar(DRENAR).await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    let linha = c
-        .concluir(
-            "receptor commits, then 20% of answers held past the send timeout",
-            tentadas,
-            drenagem,
-            String::new(),
-        )
-        .await;
-    assert!(linha.entregas_duplicadas > 0, "{linha:#?}");
+    let atraso = Duration::from_millis(1500); // past the relay's 1 s send timeout
+    c.lado.falhar(FalhaResposta::LentoAposCommit(0.2, atraso));
+    c.sob_falha_ate_aplicar(
+        "receptor commits, then 20% of answers held past the send timeout",
+        200,
+        |c| c.lado.falhar(FalhaResposta::Nenhuma),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,22 +381,16 @@ async fn receptor_falha_entre_dedup_e_efeito() {
         panico_depois: 0.1,
         temporaria: 0.1,
     });
-    let relay = c
-        .relay(c.pg.outro_pool(4).await, c.config("emissor"))
-        .spawn()
-        .unwrap();
-    let tentadas = c.produzir(&c.pg.pool, 0..300, 4, nenhum).await;
-    let drenagem = c.drenar(DRENAR).await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    let linha = c
-        .concluir(
-            "user code panics before/after its effect or fails temporarily (10% each), after the dedup insert",
-            tentadas,
-            drenagem,
-            String::new(),
-        )
-        .await;
-    assert!(linha.entregas_duplicadas > 0, "{linha:#?}");
+    c.sob_falha_ate_aplicar(
+        "user code panics before/after its effect or fails temporarily (10% each), after the dedup insert",
+        300,
+        |c| {
+            if let Some(falha) = FALHAS.lock().unwrap().get_mut(c.nome) {
+                falha.0 = FalhaNoReceptor::default();
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,19 +23,7 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
                 .expect("truncate");
         }
         let nome = format!("PostgreSQL, {clientes} clients");
-        let s = rel.medir("enqueue", format!("{nome}: business tx alone"), sem, "tx/s");
-        let c = rel.medir(
-            "enqueue",
-            format!("{nome}: business tx + enfileirar"),
-            com,
-            "tx/s",
-        );
-        let acrescimo = s / c - 1.0;
-        rel.meta(
-            format!("enqueue adds ≤ 25% to a business transaction ({nome})"),
-            format!("+{:.0}% ({} vs {} tx/s)", acrescimo * 100.0, fmt(c), fmt(s)),
-            acrescimo <= 0.25,
-        );
+        relatar(rel, &nome, sem, com);
         pool.close().await;
     }
     pg.descartar().await;
@@ -56,19 +44,24 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
             com.push(vazao(clientes, p.duracao, move || negocio_sqlite(a.clone(), true)).await);
         }
         let nome = format!("SQLite, {clientes} clients");
-        let s = rel.medir("enqueue", format!("{nome}: business tx alone"), sem, "tx/s");
-        let c = rel.medir(
-            "enqueue",
-            format!("{nome}: business tx + enfileirar"),
-            com,
-            "tx/s",
-        );
-        let acrescimo = s / c - 1.0;
-        rel.meta(
-            format!("enqueue adds ≤ 25% to a business transaction ({nome})"),
-            format!("+{:.0}% ({} vs {} tx/s)", acrescimo * 100.0, fmt(c), fmt(s)),
-            acrescimo <= 0.25,
-        );
+        relatar(rel, &nome, sem, com);
         pool.close().await;
     }
+}
+
+/// Records one client count's pair of medians and checks the overhead target against them.
+fn relatar(rel: &mut Relatorio, nome: &str, sem: Vec<f64>, com: Vec<f64>) {
+    let s = rel.medir("enqueue", format!("{nome}: business tx alone"), sem, "tx/s");
+    let c = rel.medir(
+        "enqueue",
+        format!("{nome}: business tx + enfileirar"),
+        com,
+        "tx/s",
+    );
+    let acrescimo = s / c - 1.0;
+    rel.meta(
+        format!("enqueue adds ≤ 25% to a business transaction ({nome})"),
+        format!("+{:.0}% ({} vs {} tx/s)", acrescimo * 100.0, fmt(c), fmt(s)),
+        acrescimo <= 0.25,
+    );
 }
