@@ -12,7 +12,7 @@ use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use mensageria_axum::{Rejeicao, receptor};
-use mensageria_core::relay::{Config, Relay};
+use mensageria_core::relay::{Config, Relay, RelayHandle};
 use mensageria_core::teste::{ModoProxy, ProxyDeFalhas};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::PgIsolado;
@@ -239,16 +239,29 @@ impl Cenario {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         curar(&self);
-        let drenagem = self.drenar(DRENAR).await;
-        relay.shutdown(Duration::from_secs(5)).await;
         let linha = self
-            .concluir(descricao, tentadas, drenagem, String::new())
+            .drenar_e_concluir(relay, descricao, tentadas, String::new())
             .await;
         assert!(
             linha.entregas_duplicadas > 0,
             "the fault caused no redelivery: {linha:#?}"
         );
         linha
+    }
+
+    /// The faults have healed: drains the saída (timing it from now), stops `relay`
+    /// gracefully, then checks the row.
+    async fn drenar_e_concluir(
+        self,
+        relay: RelayHandle,
+        descricao: &str,
+        tentadas: u64,
+        observacao: String,
+    ) -> Linha {
+        let drenagem = self.drenar(DRENAR).await;
+        relay.shutdown(Duration::from_secs(5)).await;
+        self.concluir(descricao, tentadas, drenagem, observacao)
+            .await
     }
 
     /// Checks, records and asserts the row; drops the schema.
@@ -458,17 +471,9 @@ async fn commit_do_relay_cortado() {
     let matando = matador(nome);
     tokio::time::sleep(Duration::from_secs(2)).await;
     matando.abort();
-    let cura = Instant::now();
-    c.drenar(DRENAR).await;
-    let drenagem = cura.elapsed();
-    relay.shutdown(Duration::from_secs(5)).await;
-    c.concluir(
-        "the relay's connections killed (pg_terminate_backend) every 30 ms for 2 s: claims and acks cut",
-        tentadas,
-        drenagem,
-        String::new(),
-    )
-    .await;
+    c.drenar_e_concluir(relay, "the relay's connections killed (pg_terminate_backend) every 30 ms for 2 s: claims and acks cut",
+        tentadas, String::new())
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -547,12 +552,10 @@ async fn banco_inacessivel_por_um_tempo() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let sem_entrega = c.pendentes().await;
     proxy_pg.modo(ModoProxy::Passar);
-    let drenagem = c.drenar(DRENAR).await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    c.concluir(
+    c.drenar_e_concluir(
+        relay,
         "the relay's database unreachable (connections reset) for 3 s, then back",
         tentadas + segunda,
-        drenagem,
         format!("{sem_entrega} rows waiting when it came back"),
     )
     .await;
@@ -575,15 +578,8 @@ async fn veneno_misturado_e_retry_after() {
         status_429: true,
     });
     let segunda = c.produzir(&c.pg.pool, 150..300, 4, |n| n % 13 == 0).await;
-    let drenagem = c.drenar(DRENAR).await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    let linha = c
-        .concluir(
-            "1 in 13 messages is poison (422); 20% of requests get 503, then 429, with Retry-After: 1",
-            tentadas + segunda,
-            drenagem,
-            String::new(),
-        )
+    let linha = c.drenar_e_concluir(relay, "1 in 13 messages is poison (422); 20% of requests get 503, then 429, with Retry-After: 1",
+            tentadas + segunda, String::new())
         .await;
     assert_eq!(linha.mortas, 300 / 13 + 1);
 }
@@ -668,17 +664,9 @@ async fn commits_fora_da_ordem_dos_ids() {
     for lento in lentos {
         lento.await.unwrap();
     }
-    let cura = Instant::now();
-    c.drenar(DRENAR).await;
-    let drenagem = cura.elapsed();
-    relay.shutdown(Duration::from_secs(5)).await;
-    c.concluir(
-        "20 senders commit up to 1.5 s after taking their id, behind 200 later ids already delivered",
-        tentadas,
-        drenagem,
-        String::new(),
-    )
-    .await;
+    c.drenar_e_concluir(relay, "20 senders commit up to 1.5 s after taking their id, behind 200 later ids already delivered",
+        tentadas, String::new())
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -769,15 +757,9 @@ async fn entradas_hostis_sob_carga() {
     });
     let tentadas = c.produzir(&c.pg.pool, 0..300, 4, nenhum).await;
     let recusados = hostil.await.unwrap();
-    let drenagem = c.drenar(DRENAR).await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    c.concluir(
-        "malformed, hostile, unauthenticated and oversized requests hit the receptor while the relay delivers",
-        tentadas,
-        drenagem,
-        format!("{recusados} hostile requests refused"),
-    )
-    .await;
+    c.drenar_e_concluir(relay, "malformed, hostile, unauthenticated and oversized requests hit the receptor while the relay delivers",
+        tentadas, format!("{recusados} hostile requests refused"))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
