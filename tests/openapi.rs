@@ -1,5 +1,7 @@
 //! The OpenAPI document a router serves, over real HTTP: one `POST` per receptor with its
-//! payload's schema and every answer the handler can give. Snapshot in `snapshots/`; review a
+//! payload's schema (its own, traced from `Deserialize`, or "not published") and every answer
+//! the handler can give, with their headers. `scripts/schemathesis` checks a server against
+//! such a document from the outside. Snapshot in `snapshots/`; review a
 //! change with `cargo insta review` (or `INSTA_UPDATE=always`, then read the diff).
 
 use mensageria_axum::{Config, Rejeicao, receptor};
@@ -25,11 +27,30 @@ struct Municipio {
     uf: String,
 }
 
-/// A poke without a schema of its own (no `ToSchema`): documented as a JSON object.
+/// A poke without a schema of its own (no `ToSchema`): documented by tracing its
+/// `Deserialize` (required fields and integer bounds), never as "any object", since `{}` is
+/// refused.
 #[derive(Deserialize)]
 struct CadastroMudou {
     entidade: u64,
     revisao: u32,
+}
+
+/// An internally tagged payload without `ToSchema`: its `Deserialize` cannot be traced (it needs
+/// `deserialize_any`), so the document says the schema is not published.
+#[derive(Deserialize)]
+#[serde(tag = "acao")]
+enum Ajuste {
+    Incluir { codigo: String },
+    Remover { codigo: String },
+}
+
+impl Ajuste {
+    fn codigo(&self) -> &str {
+        match self {
+            Self::Incluir { codigo } | Self::Remover { codigo } => codigo,
+        }
+    }
 }
 
 #[receptor(tipo = "mdfe.encerramento", chave_natural = (evento.cnpj, evento.chave_mdfe))]
@@ -47,6 +68,12 @@ async fn cadastro_mudou(
     evento: CadastroMudou,
 ) -> Result<(), Rejeicao> {
     let _ = evento.entidade;
+    Ok(())
+}
+
+#[receptor(tipo = "tabela.ajuste", chave_natural = evento.codigo())]
+async fn ajustar(_tx: &mut Transaction<'_, Sqlite>, evento: Ajuste) -> Result<(), Rejeicao> {
+    let _ = evento.codigo();
     Ok(())
 }
 

@@ -272,7 +272,7 @@ nos_dois_bancos! {
         let id = primeiro[0].id;
         // The first relay's late answers change nothing.
         assert!(mensageria_core::Banco::confirmar_lote(&db.pool, &[(id, 111)]).await.unwrap().is_empty());
-        assert!(!mensageria_core::Banco::reagendar(&db.pool, id, 111, 0, "late").await.unwrap());
+        assert!(!mensageria_core::Banco::reagendar(&db.pool, id, 111, 0, "late", true).await.unwrap());
         assert!(!mensageria_core::Banco::matar(&db.pool, id, 111, "late", "r").await.unwrap());
         let pendentes: i64 = sqlx::query_scalar(PENDENTES).fetch_one(&db.pool).await.unwrap();
         let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();

@@ -2,6 +2,7 @@
 //! `Ensaio` switches send every message twice per attempt and lose its first ack, so each
 //! message reaches the receptor four times; `drenar` returns when nothing is due.
 
+use std::future::IntoFuture as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -101,6 +102,6 @@ async fn servir_receptores(pool: SqlitePool) -> (String, Arc<AtomicUsize>) {
         ));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", ouvinte.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(ouvinte, app).await });
+    tokio::spawn(mensageria_axum::servir(ouvinte, app).into_future());
     (url, entregas)
 }

@@ -13,16 +13,41 @@ use std::time::Duration;
 /// // A retention shorter than the senders' redelivery horizon would apply a late redelivery twice.
 /// let curta = Config::new(["t"]).com_retencao(Duration::from_secs(3600));
 /// assert!(curta.validar().is_err());
+/// // Tokens never appear in `Debug` output.
+/// assert!(!format!("{config:?}").contains("token-atual"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
-    pub(crate) tokens: Vec<String>,
+    /// SHA-256 of each accepted token: the tokens themselves are not kept, and comparing
+    /// fixed-size digests takes the same time whatever the presented token's length.
+    pub(crate) tokens: Vec<[u8; 32]>,
     pub(crate) limite_corpo: usize,
     pub(crate) retencao: Duration,
     pub(crate) horizonte_remetente: Duration,
     pub(crate) caminho_base: String,
     pub(crate) caminho_openapi: String,
     pub(crate) tempo_limite: Duration,
+}
+
+/// The SHA-256 of a bearer token, as configured tokens are kept and presented ones compared.
+pub(crate) fn resumo_do_token(token: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(token).into()
+}
+
+/// Tokens are never printed: only how many there are.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("tokens", &format_args!("[{} hidden]", self.tokens.len()))
+            .field("limite_corpo", &self.limite_corpo)
+            .field("retencao", &self.retencao)
+            .field("horizonte_remetente", &self.horizonte_remetente)
+            .field("caminho_base", &self.caminho_base)
+            .field("caminho_openapi", &self.caminho_openapi)
+            .field("tempo_limite", &self.tempo_limite)
+            .finish()
+    }
 }
 
 impl Config {
@@ -32,7 +57,12 @@ impl Config {
     /// 30 s per request.
     pub fn new<T: Into<String>>(tokens: impl IntoIterator<Item = T>) -> Self {
         Self {
-            tokens: tokens.into_iter().map(Into::into).collect(),
+            tokens: tokens
+                .into_iter()
+                .map(Into::into)
+                .filter(|token: &String| !token.trim().is_empty())
+                .map(|token| resumo_do_token(token.as_bytes()))
+                .collect(),
             limite_corpo: 1024 * 1024,
             retencao: Duration::from_secs(30 * 24 * 3600),
             horizonte_remetente: mensageria_core::relay::Config::new("padrao")
@@ -87,7 +117,7 @@ impl Config {
 
     /// Checks the settings hang together.
     pub fn validar(&self) -> Result<(), String> {
-        if self.tokens.iter().all(|t| t.trim().is_empty()) {
+        if self.tokens.is_empty() {
             return Err(
                 "no bearer token configured: every request would be refused; pass at least one"
                     .into(),

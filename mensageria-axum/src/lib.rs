@@ -66,9 +66,10 @@ mod receber;
 mod receptor;
 mod rejeicao;
 mod rotas;
+mod servidor;
 mod versao;
 
-pub use chave::{ChaveNatural, ErroChave, TAMANHO_MAXIMO_CHAVE};
+pub use chave::{ChaveNatural, ErroChave, ParteChave, TAMANHO_MAXIMO_CHAVE};
 pub use config::Config;
 pub use estado::Estado;
 pub use mensageria_core;
@@ -85,6 +86,7 @@ pub use receber::{Resultado, receber};
 pub use receptor::{Receptor, ReceptorRegistrado, registrados};
 pub use rejeicao::Rejeicao;
 pub use rotas::{purgar, rota, router};
+pub use servidor::{Servir, servir};
 pub use versao::Versao;
 
 /// Support for generated code. Not public API.

@@ -7,10 +7,11 @@ use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem, PathsBuilder,
 };
 use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::schema::SchemaType;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
-    ComponentsBuilder, ContentBuilder, InfoBuilder, ObjectBuilder, OpenApi, OpenApiBuilder, RefOr,
-    Required, ResponseBuilder, Schema, Type,
+    ComponentsBuilder, ContentBuilder, Header, HeaderBuilder, InfoBuilder, ObjectBuilder, OpenApi,
+    OpenApiBuilder, RefOr, Required, ResponseBuilder, Schema, Type,
 };
 
 /// A payload's schema and the component schemas it refers to.
@@ -22,8 +23,9 @@ pub struct EsquemaEvento {
     pub componentes: Vec<(String, RefOr<Schema>)>,
 }
 
-/// Picks the payload's own schema when it implements `utoipa::ToSchema`, a plain JSON object
-/// otherwise (autoref specialization: the inherent method wins when its bound holds).
+/// Picks the payload's own schema when it implements `utoipa::ToSchema`, one traced from its
+/// `Deserialize` otherwise (autoref specialization: the inherent method wins when its bound
+/// holds).
 #[doc(hidden)]
 pub struct Sonda<T>(PhantomData<T>);
 
@@ -61,22 +63,35 @@ impl<T: utoipa::ToSchema> Sonda<T> {
 
 #[doc(hidden)]
 pub trait EsquemaGenerico {
+    fn esquema(&self) -> EsquemaEvento;
+}
+
+/// A payload without `ToSchema`: its schema is traced from its `Deserialize` (module `rastreio`),
+/// so the document promises what the receptor accepts — `{}` is not "valid" for a type that
+/// refuses it. A type the tracer cannot follow is documented as unpublished, never as an
+/// arbitrary object.
+impl<T: serde::de::DeserializeOwned> EsquemaGenerico for &Sonda<T> {
     fn esquema(&self) -> EsquemaEvento {
-        EsquemaEvento {
-            esquema: RefOr::T(Schema::Object(
+        let esquema = match rastreio::rastrear::<T>() {
+            Some(esquema) => esquema,
+            None => Schema::Object(
                 ObjectBuilder::new()
-                    .schema_type(Type::Object)
+                    .schema_type(SchemaType::AnyValue)
                     .description(Some(
-                        "payload (derive utoipa::ToSchema on it for a full schema)",
+                        "schema not published: the payload type does not derive \
+                         `utoipa::ToSchema` and its `Deserialize` could not be traced. Not every \
+                         JSON value is accepted: what its type refuses is answered 400 \
+                         `invalid_payload`",
                     ))
                     .build(),
-            )),
+            ),
+        };
+        EsquemaEvento {
+            esquema: RefOr::T(esquema),
             componentes: Vec::new(),
         }
     }
 }
-
-impl<T> EsquemaGenerico for &Sonda<T> {}
 
 /// The body of every 200: what was done.
 fn esquema_resultado() -> RefOr<Schema> {
@@ -107,14 +122,33 @@ fn esquema_erro() -> RefOr<Schema> {
             .schema_type(Type::Object)
             .property(
                 "erro",
-                texto().description(Some("a stable code: unauthorized, payload_too_large, invalid_payload, invalid_key, rejected, temporary, panic, database, unknown_tipo")),
+                texto().description(Some(
+                    "a stable code: unauthorized (401), payload_too_large (413), \
+                     unsupported_media_type (415), incomplete_body and invalid_payload (400), \
+                     invalid_key and rejected (422), panic (500), temporary and database (503), \
+                     unknown_tipo (404, any tipo this app has no receptor for)",
+                )),
             )
-            .property("mensagem", texto().description(Some("what went wrong, for a human")))
+            .property(
+                "mensagem",
+                texto().description(Some("what went wrong, for a human")),
+            )
             .required("erro")
             .required("mensagem")
             .build(),
     ))
 }
+
+/// A header's schema: a string.
+fn cabecalho(descricao: &str) -> Header {
+    HeaderBuilder::new()
+        .schema(ObjectBuilder::new().schema_type(Type::String))
+        .description(Some(descricao))
+        .build()
+}
+
+const ID_DO_PEDIDO_NA_RESPOSTA: &str =
+    "the request id: the `x-request-id` sent, when kept, otherwise a fresh UUID";
 
 /// The document for `receptores` mounted under `base`.
 pub(crate) fn documento<'a>(
@@ -124,14 +158,26 @@ pub(crate) fn documento<'a>(
     let mut caminhos = PathsBuilder::new();
     let mut componentes = ComponentsBuilder::new().security_scheme(
         "bearer",
-        SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "`Authorization: Bearer <token>`, any of the tokens configured on the \
+                     receiving app (several while one is rotated); the scheme name is \
+                     case-insensitive. Checked before the body is read.",
+                ))
+                .build(),
+        ),
     );
     componentes = componentes
         .schema("MensageriaResultado", esquema_resultado())
         .schema("MensageriaErro", esquema_erro());
+    // Every answer of the handler carries the request id; the 408 of the time limit does not
+    // (it answers instead of the handler).
     let com_corpo = |descricao: &str, nome: &str| {
         ResponseBuilder::new()
             .description(descricao)
+            .header("x-request-id", cabecalho(ID_DO_PEDIDO_NA_RESPOSTA))
             .content(
                 "application/json",
                 ContentBuilder::new()
@@ -140,9 +186,25 @@ pub(crate) fn documento<'a>(
                     ))))
                     .build(),
             )
+    };
+    let resposta = |descricao: &str| com_corpo(descricao, "MensageriaErro").build();
+    let com_retry_after = |descricao: &str| {
+        com_corpo(descricao, "MensageriaErro")
+            .header(
+                "retry-after",
+                HeaderBuilder::new()
+                    .schema(
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .pattern(Some("^[0-9]+$")),
+                    )
+                    .description(Some(
+                        "seconds to wait before retrying, when the receptor or the database said",
+                    ))
+                    .build(),
+            )
             .build()
     };
-    let resposta = |descricao: &str| com_corpo(descricao, "MensageriaErro");
     for receptor in receptores {
         let EsquemaEvento {
             esquema,
@@ -174,16 +236,33 @@ pub(crate) fn documento<'a>(
                     .parameter_in(ParameterIn::Header)
                     .required(Required::False)
                     .description(Some(
-                        "the message id (the relay sends it); echoed in the answer. Up to 128 \
-                         printable ASCII characters, otherwise replaced by a fresh id",
+                        "the message id (the relay sends it), carried into the logs and echoed \
+                         in the answer. Any value is accepted: one of up to 128 printable ASCII \
+                         characters is kept, any other is replaced by a fresh UUID",
                     ))
-                    .schema(Some(
-                        ObjectBuilder::new().schema_type(Type::String).max_length(Some(128)),
-                    )),
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
+            )
+            .parameter(
+                ParameterBuilder::new()
+                    .name("x-correlation-id")
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(
+                        "the correlation id the relay propagates; messages the receptor \
+                         enqueues carry it on. Any value is accepted: one of up to 128 printable \
+                         ASCII characters is kept, the request id is used otherwise",
+                    ))
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
             )
             .tag("mensageria")
             .request_body(Some(
                 RequestBodyBuilder::new()
+                    .description(Some(
+                        "the event, as JSON: `Content-Type: application/json` or any \
+                         `application/*+json` (415 otherwise). Integer fields take integers \
+                         written without a fraction or exponent (`2`, not `2.0` nor `2e0`), as \
+                         serde_json reads them: 400 `invalid_payload` otherwise",
+                    ))
                     .content(
                         "application/json",
                         ContentBuilder::new().schema(Some(esquema)).build(),
@@ -196,31 +275,67 @@ pub(crate) fn documento<'a>(
                 com_corpo(
                     "applied, or duplicate (already applied: nothing done)",
                     "MensageriaResultado",
-                ),
+                )
+                .build(),
             )
             .response(
                 "400",
-                resposta("payload is not valid JSON for this tipo: dead-lettered by the relay"),
+                resposta(
+                    "`invalid_payload`: the body is not valid JSON for this tipo (dead-lettered \
+                     by the relay); `incomplete_body`: the body ended before its Content-Length \
+                     or the connection broke. Nothing applied",
+                ),
             )
-            .response("401", resposta("missing or invalid bearer token"))
+            .response(
+                "401",
+                com_corpo(
+                    "`unauthorized`: missing or invalid bearer token; refused before the body is \
+                     read",
+                    "MensageriaErro",
+                )
+                .header(
+                    "www-authenticate",
+                    cabecalho("`Bearer`: the scheme this endpoint takes"),
+                )
+                .build(),
+            )
             .response(
                 "408",
                 ResponseBuilder::new()
-                    .description("took longer than the configured time limit (empty body); rolled back; retried")
+                    .description(
+                        "took longer than the configured time limit (empty body); rolled back; \
+                         retried",
+                    )
                     .build(),
             )
-            .response("413", resposta("body over the size limit"))
+            .response(
+                "413",
+                resposta("`payload_too_large`: body over the size limit; nothing read past it"),
+            )
+            .response(
+                "415",
+                resposta(
+                    "`unsupported_media_type`: the body is not declared as JSON \
+                     (`application/json` or `application/*+json`); nothing read",
+                ),
+            )
             .response(
                 "422",
-                resposta("rejected by the receptor, or invalid natural key: dead-lettered"),
+                resposta(
+                    "`rejected` by the receptor, or `invalid_key` (its natural key cannot be \
+                     built: over 1 KiB, for one): dead-lettered",
+                ),
             )
             .response(
                 "500",
-                resposta("the receptor panicked; nothing applied; retried"),
+                resposta("`panic`: the receptor panicked; nothing applied; retried"),
             )
             .response(
                 "503",
-                resposta("temporary failure; nothing applied; retried (honours Retry-After)"),
+                com_retry_after(
+                    "`temporary` failure of the receptor or `database` unavailable; nothing \
+                     applied; retried (honours Retry-After)",
+                ),
             )
             .security(SecurityRequirement::new("bearer", Vec::<String>::new()));
         caminhos = caminhos.path(
@@ -238,4 +353,134 @@ pub(crate) fn documento<'a>(
         .paths(caminhos.build())
         .components(Some(componentes.build()))
         .build()
+}
+
+mod rastreio;
+
+#[cfg(test)]
+mod testes {
+    use serde::Deserialize;
+    use serde_json::{Value, json};
+
+    use super::rastreio::rastrear;
+
+    fn rastreado<T: serde::de::DeserializeOwned>() -> Option<Value> {
+        rastrear::<T>().map(|esquema| serde_json::to_value(esquema).unwrap())
+    }
+
+    #[test]
+    fn campos_obrigatorios_opcionais_e_fechados() {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Evento {
+            id: String,
+            nota: Option<String>,
+            #[serde(default)]
+            peso: u8,
+            lista: Vec<i16>,
+            #[serde(rename = "Par")]
+            par: (bool, char),
+        }
+        let esquema = rastreado::<Evento>().unwrap();
+        assert_eq!(esquema["required"], json!(["id", "lista", "Par"]));
+        assert_eq!(esquema["additionalProperties"], json!(false));
+        assert_eq!(
+            esquema["properties"]["nota"]["type"],
+            json!(["string", "null"])
+        );
+        assert_eq!(esquema["properties"]["peso"]["maximum"], json!(255));
+        assert_eq!(
+            esquema["properties"]["lista"]["items"]["minimum"],
+            json!(-32768)
+        );
+        assert_eq!(
+            esquema["properties"]["Par"]["prefixItems"][1]["maxLength"],
+            json!(1)
+        );
+        assert_eq!(esquema["properties"]["Par"]["items"], json!(false));
+    }
+
+    #[test]
+    fn enums_como_o_serde_json_le() {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        enum Estado {
+            Aberto,
+            Fechado,
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        enum Motivo {
+            Nenhum,
+            Texto(String),
+            Codigo { numero: u32, interno: Estado },
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Evento {
+            estado: Estado,
+            motivo: Option<Motivo>,
+        }
+        let esquema = rastreado::<Evento>().unwrap();
+        let estado = &esquema["properties"]["estado"];
+        assert_eq!(estado["enum"], json!(["Aberto", "Fechado"]));
+        let opcoes = esquema["properties"]["motivo"]["oneOf"].as_array().unwrap();
+        assert_eq!(opcoes.len(), 4, "{opcoes:?}");
+        assert_eq!(opcoes[0]["enum"], json!(["Nenhum"]));
+        assert_eq!(opcoes[1]["required"], json!(["Texto"]));
+        let codigo = &opcoes[2]["properties"]["Codigo"];
+        assert_eq!(codigo["required"], json!(["numero", "interno"]));
+        assert_eq!(codigo["properties"]["interno"]["enum"], estado["enum"]);
+        assert_eq!(opcoes[3]["type"], json!("null"));
+    }
+
+    #[test]
+    fn o_que_nao_se_rastreia_fica_sem_esquema() {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Recursivo {
+            filho: Option<Box<Recursivo>>,
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Achatado {
+            #[serde(flatten)]
+            resto: std::collections::HashMap<String, u8>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        #[allow(dead_code)]
+        enum SemEtiqueta {
+            A(u8),
+            B(String),
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Grande {
+            n: u128,
+        }
+        assert!(rastreado::<Recursivo>().is_none());
+        assert!(rastreado::<Achatado>().is_none());
+        assert!(rastreado::<SemEtiqueta>().is_none());
+        assert!(rastreado::<Grande>().is_none());
+        assert!(rastreado::<serde_json::Value>().is_none());
+    }
+
+    #[test]
+    fn apelidos_e_tipos_transparentes() {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Cnpj(String);
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Evento {
+            #[serde(alias = "emitente")]
+            cnpj: Cnpj,
+        }
+        let esquema = rastreado::<Evento>().unwrap();
+        assert_eq!(esquema["properties"]["cnpj"]["type"], json!("string"));
+        assert_eq!(esquema["properties"].as_object().unwrap().len(), 1);
+        assert_eq!(esquema["required"], json!(["cnpj"]));
+    }
 }

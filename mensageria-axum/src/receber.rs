@@ -57,6 +57,12 @@ async fn responder<R: Receptor>(
 ) -> Response {
     // 1. Who is calling: before any database access, before reading the body.
     if !autorizado(pedido.headers(), &estado.config.tokens) {
+        tracing::warn!(
+            tipo = R::TIPO,
+            request_id = %id_pedido,
+            presented = pedido.headers().contains_key(header::AUTHORIZATION),
+            "mensageria receptor: missing or invalid bearer token; refused (401)"
+        );
         let mut resposta = erro(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -91,12 +97,30 @@ async fn responder<R: Receptor>(
     if declarado.is_some_and(|tamanho| tamanho > estado.config.limite_corpo as u64) {
         return muito_grande(estado.config.limite_corpo);
     }
+    // 3. In what form: JSON, as the OpenAPI document says.
+    if !e_json(pedido.headers()) {
+        return erro(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the event as JSON: `Content-Type: application/json`",
+        );
+    }
     let corpo = match axum::body::to_bytes(pedido.into_body(), estado.config.limite_corpo).await {
         Ok(corpo) => corpo,
-        Err(_) => return muito_grande(estado.config.limite_corpo),
+        Err(falha) if passou_do_limite(&falha) => {
+            return muito_grande(estado.config.limite_corpo);
+        }
+        Err(falha) => {
+            tracing::warn!(tipo = R::TIPO, request_id = %id_pedido, error = %falha, "mensageria receptor: the body ended early or broke; refused (400)");
+            return erro(
+                StatusCode::BAD_REQUEST,
+                "incomplete_body",
+                "the body ended before its Content-Length or the connection broke; nothing applied",
+            );
+        }
     };
 
-    // 3. What: the payload and its identity.
+    // 4. What: the payload and its identity.
     let evento: R::Evento = match serde_json::from_slice(&corpo) {
         Ok(evento) => evento,
         Err(falha) => {
@@ -127,7 +151,7 @@ async fn responder<R: Receptor>(
         chave = %chave.como_texto(),
     );
     async move {
-        // 4. Dedup and effect, in one transaction.
+        // 5. Dedup and effect, in one transaction.
         let mut tx = match estado.pool.begin().await {
             Ok(tx) => tx,
             Err(falha) => return indisponivel(&falha),
@@ -200,24 +224,66 @@ fn metrics_resultado(tipo: &'static str, resultado: &'static str) {
         .increment(1);
 }
 
-/// `Authorization: Bearer <token>` against every accepted token, in constant time.
-fn autorizado(cabecalhos: &HeaderMap, tokens: &[String]) -> bool {
+/// `Authorization: Bearer <token>` against every accepted token, in constant time: the scheme
+/// is case-insensitive (RFC 6750 / RFC 9110), and SHA-256 digests are compared, so the time
+/// depends neither on the presented token's length nor on which token matched.
+fn autorizado(cabecalhos: &HeaderMap, tokens: &[[u8; 32]]) -> bool {
     let Some(valor) = cabecalhos
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes)
     else {
         return false;
     };
-    let Some(apresentado) = valor.strip_prefix(b"Bearer ") else {
+    let Some(apresentado) = credencial_bearer(valor) else {
         return false;
     };
-    // Compare against every token (no early exit), so timing does not say which one matched.
-    tokens
-        .iter()
-        .filter(|t| !t.is_empty())
-        .fold(false, |achou, token| {
-            achou | bool::from(token.as_bytes().ct_eq(apresentado))
-        })
+    let resumo = crate::config::resumo_do_token(apresentado);
+    tokens.iter().fold(false, |achou, token| {
+        achou | bool::from(token.ct_eq(&resumo))
+    })
+}
+
+/// The token of `Bearer <token>`, whatever the scheme's case and however many spaces follow.
+fn credencial_bearer(valor: &[u8]) -> Option<&[u8]> {
+    const ESQUEMA: &[u8] = b"bearer";
+    if valor.len() <= ESQUEMA.len() || !valor[..ESQUEMA.len()].eq_ignore_ascii_case(ESQUEMA) {
+        return None;
+    }
+    let resto = &valor[ESQUEMA.len()..];
+    let espacos = resto.iter().take_while(|&&b| b == b' ').count();
+    let token = &resto[espacos..];
+    (espacos > 0 && !token.is_empty()).then_some(token)
+}
+
+/// Whether the request says its body is JSON (`application/json` or `application/*+json`,
+/// parameters such as `charset` allowed).
+fn e_json(cabecalhos: &HeaderMap) -> bool {
+    let Some(valor) = cabecalhos
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let tipo = valor.split(';').next().unwrap_or("").trim();
+    let Some((principal, sub)) = tipo.split_once('/') else {
+        return false;
+    };
+    principal.eq_ignore_ascii_case("application")
+        && (sub.eq_ignore_ascii_case("json")
+            || sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case("+json"))
+}
+
+/// Whether reading the body failed because it went over the limit (413), rather than because
+/// it ended early or the connection broke (400).
+fn passou_do_limite(falha: &axum::Error) -> bool {
+    let mut fonte: Option<&(dyn std::error::Error + 'static)> = Some(falha);
+    while let Some(erro) = fonte {
+        if erro.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        fonte = erro.source();
+    }
+    false
 }
 
 /// A request id is kept when it is short and printable ASCII; otherwise a fresh one is made.
@@ -273,26 +339,63 @@ mod testes {
 
     #[test]
     fn bearer_confere_qualquer_token_aceito() {
-        let tokens = vec!["novo".to_owned(), "antigo".to_owned()];
+        let tokens: Vec<[u8; 32]> = ["novo", "antigo"]
+            .iter()
+            .map(|t| crate::config::resumo_do_token(t.as_bytes()))
+            .collect();
         let com = |v: &str| {
             let mut h = HeaderMap::new();
             h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
             h
         };
-        assert!(autorizado(&com("Bearer novo"), &tokens));
-        assert!(autorizado(&com("Bearer antigo"), &tokens));
+        for bom in [
+            "Bearer novo",
+            "Bearer antigo",
+            "bearer novo",
+            "BEARER  novo",
+        ] {
+            assert!(autorizado(&com(bom), &tokens), "{bom}");
+        }
         for ruim in [
             "Bearer outro",
-            "bearer novo",
             "Basic novo",
             "Bearer ",
             "Bearer novox",
+            "Bearernovo",
             "novo",
+            "Bearer nov",
         ] {
             assert!(!autorizado(&com(ruim), &tokens), "{ruim}");
         }
         assert!(!autorizado(&HeaderMap::new(), &tokens));
-        assert!(!autorizado(&com("Bearer "), &[String::new()]));
+        assert!(!autorizado(&com("Bearer x"), &[]));
+    }
+
+    #[test]
+    fn so_json_e_aceito() {
+        let com = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_str(v).unwrap());
+            h
+        };
+        for bom in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/cloudevents+json",
+        ] {
+            assert!(e_json(&com(bom)), "{bom}");
+        }
+        for ruim in [
+            "text/plain",
+            "text/html",
+            "application/xml",
+            "json",
+            "+json",
+            "",
+        ] {
+            assert!(!e_json(&com(ruim)), "{ruim}");
+        }
+        assert!(!e_json(&HeaderMap::new()));
     }
 
     #[test]

@@ -54,18 +54,29 @@ impl Rejeicao {
 /// range, an invalid date), which the same event would hit on every redelivery: permanent, so
 /// the sender dead-letters it instead of retrying it for days. Constraint violations stay
 /// temporary: a foreign key may be satisfied by an event that has not arrived yet.
+///
+/// The database's own text (table and column names, values) stays in this service's log, in
+/// the receptor's span (with the request id); the answer says only the SQLSTATE class.
 impl From<mensageria_core::sqlx::Error> for Rejeicao {
     fn from(erro: mensageria_core::sqlx::Error) -> Self {
-        let dado_invalido = erro
+        let codigo = erro
             .as_database_error()
             .and_then(|e| e.code())
-            .is_some_and(|codigo| codigo.len() == 5 && codigo.starts_with("22"));
-        if dado_invalido {
-            Self::permanente(format!(
-                "the event's data is refused by the database: {erro}"
-            ))
-        } else {
-            Self::temporaria(format!("database error: {erro}"))
+            .map(|codigo| codigo.into_owned());
+        let classe = codigo
+            .as_deref()
+            .filter(|codigo| codigo.len() == 5)
+            .map(|codigo| &codigo[..2]);
+        tracing::warn!(error = %erro, sqlstate = codigo.as_deref().unwrap_or(""), "mensageria receptor: database error in the receptor");
+        match classe {
+            Some("22") => Self::permanente(
+                "the event's data is refused by the database (SQLSTATE class 22, data exception); \
+                 see the receiver's log",
+            ),
+            Some(classe) => Self::temporaria(format!(
+                "database error (SQLSTATE class {classe}); see the receiver's log"
+            )),
+            None => Self::temporaria("database error; see the receiver's log"),
         }
     }
 }

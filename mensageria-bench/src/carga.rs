@@ -2,6 +2,7 @@
 //! transaction, and a closed-loop driver that counts completions per second.
 
 use std::future::Future;
+use std::future::IntoFuture as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -159,9 +160,7 @@ pub(crate) async fn servir(app: axum::Router) -> String {
         .await
         .expect("bind 127.0.0.1:0");
     let endereco = ouvinte.local_addr().expect("local address");
-    tokio::spawn(async move {
-        let _ = axum::serve(ouvinte, app).await;
-    });
+    tokio::spawn(mensageria_axum::servir(ouvinte, app).into_future());
     format!("http://{endereco}")
 }
 

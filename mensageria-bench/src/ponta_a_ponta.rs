@@ -104,7 +104,7 @@ impl Bancada {
     }
 
     async fn relay(&self, acordar: bool) -> RelayHandle {
-        let cliente = reqwest::Client::builder()
+        let cliente = Destino::construtor_de_cliente()
             .pool_max_idle_per_host(128)
             .build()
             .expect("HTTP client");

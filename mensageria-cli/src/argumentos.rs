@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use uuid::Uuid;
 
+use crate::conexao::analisar_schema;
 use crate::duracao::analisar;
 
 /// Operate a mensageria outbox: see and repair the saída, its dead letters and the receptores'
@@ -22,8 +23,9 @@ pub(crate) struct Cli {
     pub(crate) database_url: Option<String>,
 
     /// PostgreSQL schema holding the mensageria tables (sets the search_path); default: the
-    /// connection's search_path.
-    #[arg(long, env = "MENSAGERIA_SCHEMA", global = true)]
+    /// connection's search_path. An unquoted identifier: up to 63 ASCII letters, digits, `_` or
+    /// `$`, not starting with a digit or `$`.
+    #[arg(long, env = "MENSAGERIA_SCHEMA", global = true, value_parser = analisar_schema)]
     pub(crate) schema: Option<String>,
 
     /// Print JSON (for scripts) instead of tables.
@@ -56,6 +58,44 @@ pub(crate) enum Comando {
     Purgar(ArgsPurgar),
     /// Look for what will silently go wrong on a shared schema; exits 1 when it finds a problem.
     Doctor(ArgsDoctor),
+    /// The apps whose relays run on this schema: list them with their instances, or forget a
+    /// retired one.
+    Apps {
+        /// What to do.
+        #[command(subcommand)]
+        acao: AcaoApps,
+    },
+}
+
+/// `mensageria apps ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AcaoApps {
+    /// Per app: its state, the rows of its tipos waiting in the saída, the tipos it claims, and
+    /// its relay instances with their state and last heartbeat.
+    ///
+    /// An instance (one process of an app) is `alive` while it heart-beats (every lease/4, 1.5 s
+    /// by default; it counts as alive until max(its dead-after period, 10 s) without one),
+    /// `stopped` when it shut down gracefully, `taken over` when a sibling found it dead and
+    /// took its rows back, `dead` otherwise. An app is alive when one of its instances is,
+    /// stopped when its latest instances stopped gracefully, dead when one of its latest
+    /// instances died (a dead instance stops counting, `replaced`, once a newer instance of the
+    /// app started after its last heartbeat). An app whose relay predates instances is judged
+    /// by its `mensageria_apps` heartbeat (every 15 s): alive, or `silent` after 1 minute.
+    Listar,
+    /// Forget a retired app: delete its rows from `mensageria_apps` and `mensageria_instancias`
+    /// (never the saída's nor the dead letters').
+    ///
+    /// Refused while an instance of the app is alive (stop its relays first). Never touches the
+    /// saída or the dead letters: rows of its tipos stay where they are, and doctor reports them
+    /// as orphans unless another app claims those tipos. Asks for confirmation on stdin unless
+    /// --yes.
+    Remover {
+        /// The app's name (its relay's `Config::app`), as `apps listar` shows it.
+        app: String,
+        /// Do not ask: yes, remove it.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
 }
 
 /// `mensageria mortas ...`.
@@ -70,10 +110,16 @@ pub(crate) enum AcaoMortas {
         #[arg(long, default_value_t = 100)]
         limite: i64,
     },
-    /// Show one dead letter in full, payload included.
+    /// Show one dead letter in full, payload included. Control characters in its text (an
+    /// escape sequence in the receptor's error answer, say) are shown escaped (`\x1b`,
+    /// `\u{9b}`), never sent to the terminal.
     Mostrar {
         /// Its message id.
         id: Uuid,
+        /// Print only the payload, byte for byte as enqueued and unescaped (for `> file` or
+        /// `| jq`): control characters in it reach your terminal as they are.
+        #[arg(long, conflicts_with = "json")]
+        raw: bool,
     },
     /// Put dead letters back in the saída with their attempts reset: one, every one of a tipo,
     /// or all.
@@ -120,7 +166,9 @@ pub(crate) struct ArgsPurgar {
 /// `mensageria doctor`.
 #[derive(Debug, Args)]
 pub(crate) struct ArgsDoctor {
-    /// An app whose relay has not heart-beaten for this long is stopped (relays beat every 15 s).
+    /// For relays that record no instances (older than schema version 2): an app that has not
+    /// refreshed its `mensageria_apps` rows for this long is silent, a problem (they do every
+    /// 15 s). For every app: a tipo whose row is this old no longer counts as claimed by it.
     #[arg(long, value_parser = analisar, default_value = "1m")]
     pub(crate) parado_apos: Duration,
     /// The receptores' dedup retention, to check it against the senders' horizon (the database

@@ -2,21 +2,29 @@
 //!
 //! Problems (exit 1): the schema is missing, too old for this build, or has a failed
 //! migration; rows of a tipo that no live app claims (orphans: no relay will ever move them); a
-//! tipo claimed by two live apps (competing consumers); an app whose relay stopped
-//! heart-beating; a dedup retention not longer than the senders' redelivery horizon. The
-//! database does not record the retention, so that check needs `--retencao` and is reported as
-//! skipped without it.
+//! tipo claimed by two live apps (competing consumers); a dead app (none of its relay instances
+//! alive, its latest ones gone without a graceful stop), or, for relays that record no
+//! instances (older than schema version 2), an app that stopped refreshing `mensageria_apps`; a
+//! dedup retention not longer than the senders' redelivery horizon. The database does not
+//! record the retention, so that check needs `--retencao` and is reported as skipped without
+//! it.
+//!
+//! An app whose instances all stopped gracefully is reported as stopped, in a note: that is not
+//! a problem by itself (a deploy stops apps), but rows of its tipos left in the saída still are
+//! (orphans), unless another live app claims those tipos. See [`crate::apps`] for how the states
+//! are told apart.
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::apps::{self, EstadoApp, EstadoInstancia, VERSAO_DAS_INSTANCIAS};
 use crate::argumentos::{ArgsDoctor, horizonte_padrao};
 use crate::conexao::{Conexao, nos_dois};
 use crate::duracao::{humana, humana_ms};
 use crate::erro::ErroCli;
 use crate::saida_formatada::{Relatorio, imprimir};
 use crate::schema::{versao_aplicada, versao_esperada};
-use crate::tabelas;
+use crate::texto_seguro::escapar;
 
 /// What doctor found.
 #[derive(Debug, Serialize)]
@@ -29,6 +37,20 @@ struct Diagnostico {
     problemas: Vec<Problema>,
     /// What was checked fine, or not checked and why.
     notas: Vec<String>,
+    /// Every app found on the schema and its state (`mensageria apps listar` tells more).
+    apps: Vec<EstadoDoApp>,
+}
+
+/// One app in the diagnosis.
+#[derive(Debug, Serialize)]
+struct EstadoDoApp {
+    app: String,
+    /// alive, stopped, dead or silent (see `mensageria apps listar --help`).
+    #[serde(rename = "state")]
+    estado: EstadoApp,
+    /// How long ago its freshest heartbeat was.
+    #[serde(rename = "last_heartbeat_ago_ms")]
+    visto_ha_ms: Option<i64>,
 }
 
 /// One problem.
@@ -53,18 +75,22 @@ enum Codigo {
     MigracaoFalhou,
     Orfas,
     Concorrentes,
+    /// A relay that records no instances stopped refreshing `mensageria_apps`.
     AppParado,
+    /// None of the app's instances is alive and its latest did not stop gracefully.
+    AppMorto,
     RetencaoCurta,
 }
 
 impl Relatorio for Diagnostico {
     fn humano(&self) -> String {
         let mut texto = String::new();
+        // The messages name tipos and apps as the apps wrote them in the database.
         for p in &self.problemas {
-            texto.push_str(&format!("PROBLEM  {}\n", p.mensagem));
+            texto.push_str(&format!("PROBLEM  {}\n", escapar(&p.mensagem)));
         }
         for n in &self.notas {
-            texto.push_str(&format!("note     {n}\n"));
+            texto.push_str(&format!("note     {}\n", escapar(n)));
         }
         if self.saudavel {
             texto.push_str("healthy: no problem found\n");
@@ -88,6 +114,7 @@ pub(crate) async fn executar(
         versao_esperada: esperada,
         problemas: Vec::new(),
         notas: Vec::new(),
+        apps: Vec::new(),
     };
     let aplicada = nos_dois!(conexao, pool => versao_aplicada(pool).await?);
     d.versao_aplicada = aplicada;
@@ -131,7 +158,8 @@ pub(crate) async fn executar(
         d.problemas.push(problema_migracao_falhou(&falhas));
     }
 
-    verificar_apps(conexao, &args, &mut d).await?;
+    let com_instancias = aplicada.is_some_and(|v| v >= VERSAO_DAS_INSTANCIAS);
+    verificar_apps(conexao, &args, com_instancias, &mut d).await?;
     verificar_retencao(&args, &mut d);
     Ok(concluir(d, json))
 }
@@ -160,47 +188,94 @@ fn problema_migracao_falhou(falhas: &[i64]) -> Problema {
     }
 }
 
-/// Orphans, competing consumers and stopped apps, from the saída and `mensageria_apps`.
+/// Dead, silent and stopped apps, competing consumers and orphans, from `mensageria_apps`,
+/// `mensageria_instancias` (when the schema has it) and the saída.
 async fn verificar_apps(
     conexao: &Conexao,
     args: &ArgsDoctor,
+    com_instancias: bool,
     d: &mut Diagnostico,
 ) -> Result<(), ErroCli> {
     let limite_ms = i64::try_from(args.parado_apos.as_millis()).unwrap_or(i64::MAX);
-    let reivindicacoes = tabelas::reivindicacoes(conexao).await?;
+    let apps = apps::panorama(conexao, limite_ms, com_instancias).await?;
 
-    // Each app's last heartbeat (its relay refreshes all its tipos together).
-    let mut apps: BTreeMap<&str, i64> = BTreeMap::new();
-    for r in &reivindicacoes {
-        let visto = apps.entry(&r.app).or_insert(i64::MAX);
-        *visto = (*visto).min(r.visto_ha_ms);
-    }
-    for (app, ha) in &apps {
-        if *ha > limite_ms {
-            d.problemas.push(Problema {
+    for a in &apps {
+        d.apps.push(EstadoDoApp {
+            app: a.app.clone(),
+            estado: a.estado,
+            visto_ha_ms: a.visto_ha_ms,
+        });
+        let nome = &a.app;
+        let ha = humana_ms(a.visto_ha_ms.unwrap_or(0));
+        match a.estado {
+            EstadoApp::Vivo => {}
+            EstadoApp::Silencioso => d.problemas.push(Problema {
                 codigo: Codigo::AppParado,
                 tipo: None,
-                apps: vec![(*app).to_owned()],
+                apps: vec![nome.clone()],
                 mensagem: format!(
-                    "app `{app}` stopped heart-beating {} ago (relays beat every 15 s; stopped \
+                    "app `{nome}` stopped heart-beating {ha} ago (relays beat every 15 s; stopped \
                      means over {}): its relay is down or disabled, so its tipos are not \
-                     delivered; if the app was retired, delete its rows from `mensageria_apps`",
-                    humana_ms(*ha),
+                     delivered (it predates relay instances, so a graceful stop cannot be told \
+                     from a crash); if the app was retired, `mensageria apps remover {nome}`",
                     humana(args.parado_apos)
                 ),
-            });
+            }),
+            EstadoApp::Morto => {
+                let mortas: Vec<&str> = a
+                    .instancias
+                    .iter()
+                    .filter(|i| i.estado == EstadoInstancia::Morta && !i.substituida)
+                    .map(|i| i.instancia.as_str())
+                    .collect();
+                let quais = if mortas.is_empty() {
+                    String::new()
+                } else {
+                    format!("; dead: {}", mortas.join(", "))
+                };
+                d.problemas.push(Problema {
+                    codigo: Codigo::AppMorto,
+                    tipo: None,
+                    apps: vec![nome.clone()],
+                    mensagem: format!(
+                        "app `{nome}` is dead: none of its relay instances is alive and its \
+                         latest did not stop gracefully (last heartbeat {ha} ago{quais}): it \
+                         crashed or was killed, so its tipos are not delivered; start it again, \
+                         or, if it was retired, `mensageria apps remover {nome}`"
+                    ),
+                });
+            }
+            EstadoApp::Parado => d.notas.push(format!(
+                "app `{nome}` is stopped: its relay instances shut down gracefully (last \
+                 heartbeat {ha} ago); not a problem by itself; if it was retired, `mensageria \
+                 apps remover {nome}` forgets it"
+            )),
         }
     }
 
     // Live claimants per tipo. Judged per (app, tipo) row, not per app: a relay refreshes only
     // the tipos it still sends, so a tipo dropped in a redeploy keeps a stale row that must not
-    // count as a live claimant (its rows would be orphans reported as healthy).
+    // count as a live claimant (its rows would be orphans reported as healthy). And only for
+    // apps that are alive: the rows of a stopped or dead app refresh no more.
     let mut vivos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut todos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for r in &reivindicacoes {
-        todos.entry(&r.tipo).or_default().insert(&r.app);
-        if r.visto_ha_ms <= limite_ms {
-            vivos.entry(&r.tipo).or_default().insert(&r.app);
+    let mut por_que: BTreeMap<(&str, &str), String> = BTreeMap::new();
+    for a in &apps {
+        for t in &a.tipos {
+            todos.entry(&t.tipo).or_default().insert(&a.app);
+            let em_dia = t.visto_ha_ms <= limite_ms;
+            if a.estado == EstadoApp::Vivo && em_dia {
+                vivos.entry(&t.tipo).or_default().insert(&a.app);
+            }
+            let estado = match a.estado {
+                EstadoApp::Vivo => format!(
+                    "alive, but it has not claimed the tipo for {}",
+                    humana_ms(t.visto_ha_ms)
+                ),
+                EstadoApp::Silencioso => "not heart-beating".to_owned(),
+                outro => outro.nome().to_owned(),
+            };
+            por_que.insert((&t.tipo, &a.app), estado);
         }
     }
     for (tipo, donos) in &vivos {
@@ -221,7 +296,7 @@ async fn verificar_apps(
     }
 
     let mut orfas = 0;
-    for fila in tabelas::fila(conexao).await? {
+    for fila in crate::tabelas::fila(conexao).await? {
         if vivos.contains_key(fila.tipo.as_str()) {
             continue;
         }
@@ -233,7 +308,20 @@ async fn verificar_apps(
         let quem = if antigos.is_empty() {
             "no app has ever claimed it".to_owned()
         } else {
-            format!("only stopped apps claim it ({})", antigos.join(", "))
+            let lista: Vec<String> = antigos
+                .iter()
+                .map(|app| {
+                    let estado = por_que
+                        .get(&(fila.tipo.as_str(), app.as_str()))
+                        .map(String::as_str)
+                        .unwrap_or("-");
+                    format!("`{app}` ({estado})")
+                })
+                .collect();
+            format!(
+                "only apps that do not deliver it now claim it: {}",
+                lista.join(", ")
+            )
         };
         d.problemas.push(Problema {
             codigo: Codigo::Orfas,

@@ -45,8 +45,36 @@ pub(crate) enum ErroCli {
     },
 
     /// The operator did not confirm a destructive command.
-    #[error("not confirmed: nothing was changed (answer `s` to confirm, or pass --sim)")]
-    NaoConfirmado,
+    #[error("not confirmed: nothing was changed (answer `{resposta}` to confirm, or pass {opcao})")]
+    NaoConfirmado {
+        /// The answer that confirms, as the question offered it.
+        resposta: &'static str,
+        /// The command's "do not ask" flag.
+        opcao: &'static str,
+    },
+
+    /// `apps remover` of an app that neither table knows.
+    #[error(
+        "no app `{app}` in mensageria_apps or mensageria_instancias; `mensageria apps listar` \
+         shows the ones there are"
+    )]
+    AppDesconhecido {
+        /// The name asked for.
+        app: String,
+    },
+
+    /// `apps remover` of an app that is still running.
+    #[error(
+        "refusing to remove app `{app}`: it is alive ({detalhe}); stop its relays first (a \
+         graceful shutdown records each instance as stopped), then run this again; nothing was \
+         changed"
+    )]
+    AppVivo {
+        /// The app.
+        app: String,
+        /// What shows it alive.
+        detalhe: String,
+    },
 
     /// Reading the confirmation from stdin failed.
     #[error("could not read the confirmation from stdin: {0}")]

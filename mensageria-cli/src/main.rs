@@ -6,15 +6,20 @@
 //! mensageria mortas reenfileirar --tipo mdfe.encerramento
 //! mensageria purgar --retencao 30d
 //! mensageria doctor --retencao 30d   # exit 1 when it finds a problem
+//! mensageria apps listar
+//! mensageria apps remover emissor-antigo --yes
 //! ```
 //!
 //! Every module is one command or one concept: [`argumentos`] (the command line),
 //! [`conexao`] (PostgreSQL or SQLite), [`tabelas`] (the shared queries), [`saida_formatada`]
-//! (tables and JSON), [`duracao`], [`erro`], and the commands [`schema`], [`status`],
-//! [`mortas`], [`purga`], [`doctor`].
+//! (tables and JSON), [`texto_seguro`] (what a terminal may be shown), [`duracao`], [`erro`],
+//! [`confirmacao`], and the commands [`schema`], [`status`], [`mortas`], [`purga`], [`doctor`],
+//! [`apps`].
 
+mod apps;
 mod argumentos;
 mod conexao;
+mod confirmacao;
 mod doctor;
 mod duracao;
 mod erro;
@@ -24,6 +29,7 @@ mod saida_formatada;
 mod schema;
 mod status;
 mod tabelas;
+mod texto_seguro;
 
 use std::process::ExitCode;
 
@@ -66,7 +72,8 @@ fn main() -> ExitCode {
         Ok(Desfecho::Feito) => ExitCode::SUCCESS,
         Ok(Desfecho::Problemas) => ExitCode::FAILURE,
         Err(erro) => {
-            eprintln!("mensageria: {erro}");
+            // One line, whatever the database's text in it holds.
+            eprintln!("mensageria: {}", texto_seguro::escapar(&erro.to_string()));
             ExitCode::FAILURE
         }
     }
@@ -92,6 +99,9 @@ async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
             .await
             .map(|()| Desfecho::Feito),
         Comando::Mortas { acao } => mortas::executar(&conexao, acao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Apps { acao } => apps::executar(&conexao, acao, json)
             .await
             .map(|()| Desfecho::Feito),
         Comando::Purgar(args) => purga::executar(&conexao, args, json)

@@ -5,7 +5,7 @@
 //! the saída with its message id, payload and correlation id, attempts reset to 0 and its age
 //! counted from the replay); the owning app's relay then delivers it like any other row.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use mensageria_core::Banco;
 use serde::Serialize;
@@ -14,10 +14,12 @@ use uuid::Uuid;
 
 use crate::argumentos::{AcaoMortas, AlvoReenfileirar};
 use crate::conexao::{Conexao, nos_dois};
+use crate::confirmacao::confirmar;
 use crate::duracao::humana_ms;
 use crate::erro::ErroCli;
 use crate::saida_formatada::{Relatorio, Tabela, imprimir, resumo};
 use crate::tabelas::rfc3339;
+use crate::texto_seguro::{escapar, escapar_exceto_quebras};
 
 /// Runs one `mortas` action.
 pub(crate) async fn executar(
@@ -28,9 +30,13 @@ pub(crate) async fn executar(
     nos_dois!(conexao, pool => mensageria_core::verificar_schema(pool).await?);
     match acao {
         AcaoMortas::Listar { tipo, limite } => listar(conexao, tipo.as_deref(), limite, json).await,
-        AcaoMortas::Mostrar { id } => {
+        AcaoMortas::Mostrar { id, raw } => {
             let morta = buscar(conexao, id).await?;
-            imprimir(&morta, json);
+            if raw {
+                imprimir_payload_cru(&morta)?;
+            } else {
+                imprimir(&morta, json);
+            }
             Ok(())
         }
         AcaoMortas::Reenfileirar(alvo) => reenfileirar(conexao, alvo, json).await,
@@ -56,22 +62,34 @@ struct Morta {
 }
 
 impl Relatorio for Morta {
+    /// Every field on one line, escaped; the payload on as many lines as it has, escaped but
+    /// for its line feeds (`--raw` prints it unescaped).
     fn humano(&self) -> String {
-        let payload = self.payload.get();
+        let payload = escapar_exceto_quebras(self.payload.get());
         format!(
             "id_mensagem  {}\ntipo         {}\nattempts     {}\nlast error   {}\napp          {}\n\
              correlation  {}\ncreated      {}\ndead since   {} ({} ago)\npayload\n{payload}\n",
-            self.id_mensagem,
-            self.tipo,
+            escapar(&self.id_mensagem),
+            escapar(&self.tipo),
             self.tentativas,
-            self.ultimo_erro,
-            self.app.as_deref().unwrap_or("-"),
-            self.correlacao.as_deref().unwrap_or("-"),
+            escapar(&self.ultimo_erro),
+            escapar(self.app.as_deref().unwrap_or("-")),
+            escapar(self.correlacao.as_deref().unwrap_or("-")),
             self.criada_em,
             self.morta_em,
             humana_ms(self.morta_ha_ms),
         )
     }
+}
+
+/// `mortas mostrar --raw`: the payload alone, byte for byte as enqueued, then a line feed;
+/// nothing escaped (for `> arquivo` or `| jq`).
+fn imprimir_payload_cru(morta: &Morta) -> Result<(), ErroCli> {
+    let mut saida = std::io::stdout().lock();
+    saida.write_all(morta.payload.get().as_bytes())?;
+    saida.write_all(b"\n")?;
+    saida.flush()?;
+    Ok(())
 }
 
 /// The dead letter `id`, or [`ErroCli::MortaNaoEncontrada`].
@@ -251,7 +269,11 @@ impl Relatorio for Reenfileiradas {
         let quais = match (&self.id_mensagem, &self.tipo) {
             (Some(id), _) => format!("dead letter {id}"),
             (None, Some(tipo)) => {
-                format!("{} dead letter(s) of tipo `{tipo}`", self.reenfileiradas)
+                format!(
+                    "{} dead letter(s) of tipo `{}`",
+                    self.reenfileiradas,
+                    escapar(tipo)
+                )
             }
             (None, None) => format!("{} dead letter(s)", self.reenfileiradas),
         };
@@ -302,15 +324,19 @@ impl Relatorio for Descartada {
     fn humano(&self) -> String {
         format!(
             "discarded dead letter {} of tipo `{}`: it is gone for good",
-            self.descartada, self.tipo
+            escapar(&self.descartada),
+            escapar(&self.tipo)
         )
     }
 }
 
 async fn descartar(conexao: &Conexao, id: Uuid, sim: bool, json: bool) -> Result<(), ErroCli> {
     let morta = buscar(conexao, id).await?;
-    if !sim && !confirmar(&morta)? {
-        return Err(ErroCli::NaoConfirmado);
+    if !sim && !confirmar_descarte(&morta)? {
+        return Err(ErroCli::NaoConfirmado {
+            resposta: "s",
+            opcao: "--sim",
+        });
     }
     let sql = format!(
         "DELETE FROM mensageria_mortas WHERE id_mensagem = {}",
@@ -333,21 +359,12 @@ async fn descartar(conexao: &Conexao, id: Uuid, sim: bool, json: bool) -> Result
     Ok(())
 }
 
-/// Asks on stderr, reads the answer from stdin: `s`, `sim`, `y` or `yes` confirm.
-fn confirmar(morta: &Morta) -> Result<bool, ErroCli> {
-    let mut erro = std::io::stderr().lock();
-    write!(
-        erro,
+/// Asks on stderr, reads the answer from stdin (see [`confirmar`]).
+fn confirmar_descarte(morta: &Morta) -> Result<bool, ErroCli> {
+    confirmar(&format!(
         "discard dead letter {} of tipo `{}` (last error: {})? It cannot be replayed afterwards. [s/N] ",
-        morta.id_mensagem,
-        morta.tipo,
+        escapar(&morta.id_mensagem),
+        escapar(&morta.tipo),
         resumo(&morta.ultimo_erro, 80)
-    )?;
-    erro.flush()?;
-    let mut resposta = String::new();
-    std::io::stdin().lock().read_line(&mut resposta)?;
-    Ok(matches!(
-        resposta.trim().to_lowercase().as_str(),
-        "s" | "sim" | "y" | "yes"
     ))
 }

@@ -1,15 +1,22 @@
 //! How results are printed: aligned tables for people (the default), JSON for scripts
-//! (`--json`).
+//! (`--json`). What people read never carries a control character: see [`texto_seguro`].
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 
+use crate::texto_seguro::{self, escapar};
+
 /// What a command prints: a JSON document and a text for people.
 pub(crate) trait Relatorio: Serialize {
-    /// The text printed without `--json`.
+    /// The text printed without `--json`. Text from the database goes in through
+    /// [`escapar`] (or a [`Tabela`], which escapes its cells), so that a line feed in it cannot
+    /// forge a line of the report.
     fn humano(&self) -> String;
 }
 
-/// Prints `relatorio` on stdout as JSON or as text.
+/// Prints `relatorio` on stdout as JSON or as text. The text is escaped once more as a whole
+/// (line feeds kept), so a field a report forgot to escape still reaches the terminal inert.
 pub(crate) fn imprimir<R: Relatorio>(relatorio: &R, json: bool) {
     if json {
         // Serializing plain structs of strings and numbers cannot fail.
@@ -18,7 +25,7 @@ pub(crate) fn imprimir<R: Relatorio>(relatorio: &R, json: bool) {
         println!("{texto}");
     } else {
         let texto = relatorio.humano();
-        println!("{}", texto.trim_end());
+        println!("{}", texto_seguro::escapar_exceto_quebras(texto.trim_end()));
     }
 }
 
@@ -37,9 +44,18 @@ impl Tabela {
         }
     }
 
-    /// Adds a row (as many cells as columns).
+    /// Adds a row (as many cells as columns), each cell escaped: a control character in it can
+    /// neither reach the terminal nor break the row.
     pub(crate) fn linha(&mut self, celulas: impl IntoIterator<Item = String>) {
-        self.linhas.push(celulas.into_iter().collect());
+        self.linhas.push(
+            celulas
+                .into_iter()
+                .map(|celula| match escapar(&celula) {
+                    Cow::Borrowed(_) => celula,
+                    Cow::Owned(escapada) => escapada,
+                })
+                .collect(),
+        );
     }
 
     /// The table as text, columns separated by two spaces, one line per row.
@@ -67,15 +83,14 @@ impl Tabela {
     }
 }
 
-/// One line of free text, cut to `maximo` characters with an ellipsis, control characters
-/// replaced: for error messages inside a table.
+/// One line of free text, cut to `maximo` characters with an ellipsis: for error messages inside
+/// a table. Line breaks and tabs become spaces (an HTTP body's layout is noise there); any other
+/// control character is escaped.
 pub(crate) fn resumo(texto: &str, maximo: usize) -> String {
-    let limpo: String = texto
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let espacado = texto.replace(['\n', '\r', '\t'], " ");
+    let limpo = escapar(&espacado);
     if limpo.chars().count() <= maximo {
-        limpo
+        limpo.into_owned()
     } else {
         let mut curto: String = limpo.chars().take(maximo.saturating_sub(1)).collect();
         curto.push('…');
@@ -102,5 +117,16 @@ mod testes {
     fn resume_texto_longo() {
         assert_eq!(resumo("abc\ndef", 10), "abc def");
         assert_eq!(resumo("abcdefghij", 5), "abcd…");
+        assert_eq!(resumo("a\r\n\tb\x1b[2J", 20), "a   b\\x1b[2J");
+    }
+
+    #[test]
+    fn celulas_sao_escapadas() {
+        let mut t = Tabela::new(["tipo", "app"]);
+        t.linha(["a\x1b]0;x\x07".to_owned(), "um\ndois\u{9b}".to_owned()]);
+        assert_eq!(
+            t.texto(),
+            "TIPO           APP\na\\x1b]0;x\\x07  um\\ndois\\u{9b}\n"
+        );
     }
 }

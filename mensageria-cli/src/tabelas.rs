@@ -94,6 +94,89 @@ pub(crate) async fn reivindicacoes(conexao: &Conexao) -> Result<Vec<Reivindicaca
         .collect())
 }
 
+/// One row of `mensageria_instancias` (schema version 2 on): a relay instance (a process of an
+/// app) and its heartbeat. Times in milliseconds since the epoch, ages on the database clock.
+#[derive(Debug, Clone)]
+pub(crate) struct Instancia {
+    /// Its id, `app@name`: what `mensageria_saida.lease_dono` holds for the rows it leased.
+    pub(crate) instancia: String,
+    /// Its app.
+    pub(crate) app: String,
+    /// When it started.
+    pub(crate) iniciada_em_ms: i64,
+    /// Its last heartbeat.
+    pub(crate) visto_em_ms: i64,
+    /// How long ago that was.
+    pub(crate) visto_ha_ms: i64,
+    /// How long without a heartbeat before its siblings take it for dead.
+    pub(crate) morta_apos_ms: i64,
+    /// When it stopped gracefully, if it did.
+    pub(crate) parada_em_ms: Option<i64>,
+    /// When a sibling took its rows back (it was dead), if one did.
+    pub(crate) recuperada_em_ms: Option<i64>,
+    /// Rows of the saída it holds leased right now.
+    pub(crate) em_voo: i64,
+}
+
+/// Every relay instance, by app then newest heartbeat first.
+pub(crate) async fn instancias(conexao: &Conexao) -> Result<Vec<Instancia>, sqlx::Error> {
+    let d = conexao.dialeto();
+    let agora = d.agora_ms();
+    let visto = d.ms("i.visto_em");
+    let sql = format!(
+        "SELECT i.instancia, i.app, {iniciada}, {visto}, CAST({agora} - {visto} AS BIGINT), \
+             CAST(i.morta_apos_ms AS BIGINT), {parada}, {recuperada}, \
+             (SELECT CAST(count(*) AS BIGINT) FROM mensageria_saida s \
+              WHERE s.lease_dono = i.instancia AND s.lease_token IS NOT NULL \
+                AND {lease} > {agora}) \
+         FROM mensageria_instancias i ORDER BY i.app, i.visto_em DESC, i.instancia",
+        iniciada = d.ms("i.iniciada_em"),
+        parada = d.ms("i.parada_em"),
+        recuperada = d.ms("i.recuperada_em"),
+        lease = d.ms("s.lease_ate"),
+    );
+    type Linha = (
+        String,
+        String,
+        i64,
+        i64,
+        i64,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        i64,
+    );
+    let linhas: Vec<Linha> = nos_dois!(conexao, pool => {
+        sqlx::query_as(AssertSqlSafe(sql)).fetch_all(pool).await?
+    });
+    Ok(linhas
+        .into_iter()
+        .map(
+            |(
+                instancia,
+                app,
+                iniciada_em_ms,
+                visto_em_ms,
+                visto_ha_ms,
+                morta_apos_ms,
+                parada_em_ms,
+                recuperada_em_ms,
+                em_voo,
+            )| Instancia {
+                instancia,
+                app,
+                iniciada_em_ms,
+                visto_em_ms,
+                visto_ha_ms,
+                morta_apos_ms,
+                parada_em_ms,
+                recuperada_em_ms,
+                em_voo,
+            },
+        )
+        .collect())
+}
+
 /// An instant in milliseconds since the epoch, as RFC 3339 (UTC).
 pub(crate) fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

@@ -18,54 +18,118 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Delivered means the receptor said so
+//!
+//! A `Destino` sends exactly one request to exactly the URL it was configured with (the base
+//! URL's path is kept: `http://gw/fiscal` posts to `http://gw/fiscal/m2m/<tipo>`). Redirects are
+//! never followed, so the payload never reaches a host nobody configured. By default the
+//! destination is a mensageria receptor, and a 2xx is a delivery only when its body is the
+//! receptor's own answer (`{"resultado": "applied" | "duplicate", "tipo": "<this tipo>"}`):
+//! an SSO login page, an ingress' HTML or any other 2xx keeps the row and says what came back.
+//! For a receiver that is not a mensageria receptor, opt in with
+//! [`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx).
+//!
 //! # Outcomes
 //!
 //! | answer | result | the relay |
 //! |---|---|---|
-//! | 2xx | `Ok` | deletes the row |
+//! | 2xx with the receptor's answer for this tipo (any 2xx after [`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx)) | `Ok` | deletes the row |
+//! | 2xx with any other body | `Temporaria`, logged as an error | retries: something that is not the receptor answered |
+//! | 3xx | `Temporaria`, logged as an error naming the `Location` | retries: a redirect is a deployment state, never followed |
 //! | 400, 405, 410, 413, 414, 415, 422 | `Permanente` | dead-letters at once (the payload itself is refused) |
 //! | 401, 403, 404 | `Temporaria`, logged as an error | retries: during a deploy these are states, not poison |
 //! | 408, 429, 5xx, any other status, connection error, timeout | `Temporaria` (with `Retry-After` when sent) | retries with backoff |
+//!
+//! What the relay reads of an answer is bounded: at most [`LIMITE_RESPOSTA`] bytes, read chunk
+//! by chunk, and the whole exchange within the timeout, so a destination that streams a huge or
+//! endless body costs no memory. Messages and logs never show the URL's `user:password@` nor the
+//! token.
 //!
 //! Each request carries `x-request-id` (the message id, stable across redeliveries),
 //! `x-mensageria-tipo`, `x-mensageria-tentativa` and `x-correlation-id`.
 //! To send to several services, wrap one `Destino` per service in a newtype of yours and hand
 //! each to the relay as its own resource.
 
+use std::error::Error as _;
+use std::fmt;
 use std::time::Duration;
 
-use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER};
+use reqwest::{StatusCode, Url};
 use serde::Serialize;
 
 use crate::{ContextoEnvio, Erro, FalhaEnvio};
 
+/// The most bytes of an answer's body the relay reads (the receptor's answers are ~100 bytes);
+/// the rest is never read.
+pub const LIMITE_RESPOSTA: usize = 8 * 1024;
+
+/// How much of a body that is not the receptor's answer is quoted in the error.
+const TRECHO_CITADO: usize = 300;
+
 /// An HTTP service that receives M2M messages.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Destino {
     cliente: reqwest::Client,
-    base: reqwest::Url,
+    base: Url,
     token: Option<HeaderValue>,
     tempo_limite: Duration,
+    confirmacao: Confirmacao,
+}
+
+/// Which 2xx answers count as a delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Confirmacao {
+    /// Only a mensageria receptor's answer for the message's tipo.
+    Receptor,
+    /// Any 2xx (a receiver that is not a mensageria receptor).
+    Qualquer2xx,
+}
+
+impl fmt::Debug for Destino {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Destino")
+            .field("base", &sem_credenciais(&self.base).as_str())
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("tempo_limite", &self.tempo_limite)
+            .field("confirmacao", &self.confirmacao)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Destino {
-    /// A destination at `base_url` (e.g. `http://fiscal:8080`), with a 10 s timeout and no token.
+    /// A destination at `base_url` (e.g. `http://fiscal:8080`, or `http://gw/fiscal` behind a
+    /// gateway), with a 10 s timeout, no token, redirects never followed, and only a mensageria
+    /// receptor's answer taken as a delivery.
     pub fn new(base_url: &str) -> Result<Self, Erro> {
-        let base = reqwest::Url::parse(base_url).map_err(|erro| {
-            Erro::Configuracao(format!("invalid destination URL {base_url:?}: {erro}"))
+        let base = Url::parse(base_url).map_err(|erro| {
+            Erro::Configuracao(format!(
+                "invalid destination URL {:?}: {erro}",
+                texto_sem_credenciais(base_url)
+            ))
         })?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(Erro::Configuracao(format!(
-                "destination URL {base_url:?} must be http or https"
+                "destination URL {:?} must be http or https",
+                sem_credenciais(&base).as_str()
             )));
         }
+        let cliente = Self::construtor_de_cliente().build().map_err(|erro| {
+            Erro::Configuracao(format!("the HTTP client could not be built: {erro}"))
+        })?;
         Ok(Self {
-            cliente: reqwest::Client::new(),
+            cliente,
             base,
             token: None,
             tempo_limite: Duration::from_secs(10),
+            confirmacao: Confirmacao::Receptor,
         })
+    }
+
+    /// A `reqwest` client builder set up as a destination needs it (redirects never followed),
+    /// for [`com_cliente`](Self::com_cliente) when you tune the client (pool size, TLS roots).
+    pub fn construtor_de_cliente() -> reqwest::ClientBuilder {
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none())
     }
 
     /// Sends `Authorization: Bearer <token>`.
@@ -77,15 +141,28 @@ impl Destino {
         self
     }
 
-    /// The longest one request may take (keep it below the relay's send timeout).
+    /// The longest one request may take, answer included (keep it below the relay's send
+    /// timeout).
     pub fn com_tempo_limite(mut self, tempo: Duration) -> Self {
         self.tempo_limite = tempo;
         self
     }
 
-    /// Uses this client (share one across destinations to share its connection pool).
+    /// Uses this client (share one across destinations to share its connection pool). Build it
+    /// from [`construtor_de_cliente`](Self::construtor_de_cliente): a client that follows
+    /// redirects is caught anyway (an answer from another URL is never a delivery), but only
+    /// after it has sent the payload there.
     pub fn com_cliente(mut self, cliente: reqwest::Client) -> Self {
         self.cliente = cliente;
+        self
+    }
+
+    /// Takes any 2xx as a delivery, for a receiver that is not a mensageria receptor (a third
+    /// party's webhook). Only do this when that receiver answers 2xx only once it has kept the
+    /// event: a proxy or login page that answers 200 would then lose messages.
+    #[doc(alias = "webhook")]
+    pub fn aceitar_qualquer_2xx(mut self) -> Self {
+        self.confirmacao = Confirmacao::Qualquer2xx;
         self
     }
 
@@ -99,17 +176,15 @@ impl Destino {
             .await
     }
 
-    /// POSTs `evento` as JSON to `{base}{caminho}`.
+    /// POSTs `evento` as JSON to `{base}{caminho}` (the base URL's own path is kept).
     pub async fn postar_em<T: Serialize + ?Sized>(
         &self,
         caminho: &str,
         evento: &T,
         ctx: &ContextoEnvio,
     ) -> Result<(), FalhaEnvio> {
-        let url = self
-            .base
-            .join(caminho)
-            .map_err(|erro| FalhaEnvio::permanente(format!("invalid path {caminho:?}: {erro}")))?;
+        let url = self.url_de(caminho);
+        let exibida = sem_credenciais(&url);
         let corpo = serde_json::to_vec(evento).map_err(|erro| {
             FalhaEnvio::permanente(format!("payload does not serialize: {erro}"))
         })?;
@@ -126,13 +201,17 @@ impl Destino {
         if let Some(token) = &self.token {
             pedido = pedido.header(AUTHORIZATION, token.clone());
         }
-        let resposta = pedido
-            .send()
-            .await
-            .map_err(|erro| FalhaEnvio::temporaria(format!("POST {url} failed: {erro}")))?;
+        let mut resposta = pedido.send().await.map_err(|erro| {
+            FalhaEnvio::temporaria(format!("POST {exibida} failed: {}", causas(erro)))
+        })?;
         let status = resposta.status();
-        if status.is_success() {
-            return Ok(());
+        if resposta.url() != &url {
+            let final_ = sem_credenciais(resposta.url());
+            tracing::error!(url = %exibida, para = %final_, "mensageria: the destination's HTTP client followed a redirect; not a delivery. Build the client with Destino::construtor_de_cliente()");
+            return Err(FalhaEnvio::temporaria(format!(
+                "POST {exibida} was redirected to {final_} by a client that follows redirects: \
+                 not a delivery; build the client with Destino::construtor_de_cliente()"
+            )));
         }
         let tentar_apos = resposta
             .headers()
@@ -140,15 +219,160 @@ impl Destino {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let corpo: String = resposta
-            .text()
-            .await
-            .unwrap_or_default()
-            .chars()
-            .take(500)
-            .collect();
-        let motivo = format!("POST {url} answered {status}: {corpo}");
+        if status.is_redirection() {
+            let para = resposta
+                .headers()
+                .get(LOCATION)
+                .map(|v| citar(v.as_bytes(), TRECHO_CITADO))
+                .unwrap_or_else(|| "(no Location)".to_owned());
+            let motivo = format!(
+                "POST {exibida} answered {status} redirecting to {para}: redirects are never \
+                 followed; point the destination at the receptor itself"
+            );
+            tracing::error!(%status, location = %para, motivo = %motivo, "mensageria: the destination redirects; retrying, but check the destination URL");
+            return Err(FalhaEnvio::Temporaria {
+                motivo,
+                tentar_apos,
+            });
+        }
+        if status.is_success() && self.confirmacao == Confirmacao::Qualquer2xx {
+            return Ok(());
+        }
+        let tipo_conteudo = resposta
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(|v| citar(v.as_bytes(), 100))
+            .unwrap_or_else(|| "none".to_owned());
+        let corpo = match ler_limitado(&mut resposta, LIMITE_RESPOSTA).await {
+            Ok(corpo) => corpo,
+            Err(erro) => {
+                return Err(FalhaEnvio::Temporaria {
+                    motivo: format!(
+                        "POST {exibida} answered {status}, then its body failed: {}",
+                        causas(erro)
+                    ),
+                    tentar_apos,
+                });
+            }
+        };
+        if status.is_success() {
+            if resposta_do_receptor(&corpo, ctx.tipo()) {
+                return Ok(());
+            }
+            let motivo = format!(
+                "POST {exibida} answered {status} but not as a mensageria receptor of `{}` \
+                 (content-type {tipo_conteudo}: {}); not a delivery, the row stays. A proxy, \
+                 gateway or login page may be in the way; if this receiver is not a mensageria \
+                 receptor, use Destino::aceitar_qualquer_2xx()",
+                ctx.tipo(),
+                citar(&corpo, TRECHO_CITADO)
+            );
+            tracing::error!(%status, motivo = %motivo, "mensageria: a 2xx that is not the receptor's answer; retrying, but check the deployment");
+            return Err(FalhaEnvio::Temporaria {
+                motivo,
+                tentar_apos,
+            });
+        }
+        let motivo = format!(
+            "POST {exibida} answered {status}: {}",
+            citar(&corpo, TRECHO_CITADO)
+        );
         Err(classificar(status, motivo, tentar_apos))
+    }
+
+    /// `{base}{caminho}`, keeping the base's path prefix and query.
+    fn url_de(&self, caminho: &str) -> Url {
+        let mut url = self.base.clone();
+        let prefixo = self.base.path().trim_end_matches('/');
+        let caminho = caminho.trim_start_matches('/');
+        url.set_path(&format!("{prefixo}/{caminho}"));
+        url
+    }
+}
+
+/// Whether `corpo` is a receptor's answer of `tipo`: applied or duplicate.
+fn resposta_do_receptor(corpo: &[u8], tipo: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Resposta<'a> {
+        resultado: &'a str,
+        tipo: &'a str,
+    }
+    serde_json::from_slice::<Resposta<'_>>(corpo)
+        .is_ok_and(|r| matches!(r.resultado, "applied" | "duplicate") && r.tipo == tipo)
+}
+
+/// Reads at most `limite` bytes of the body, chunk by chunk; the rest is never read.
+async fn ler_limitado(
+    resposta: &mut reqwest::Response,
+    limite: usize,
+) -> Result<Vec<u8>, reqwest::Error> {
+    let mut corpo = Vec::new();
+    while let Some(pedaco) = resposta.chunk().await? {
+        let resta = limite - corpo.len();
+        if pedaco.len() >= resta {
+            corpo.extend_from_slice(&pedaco[..resta]);
+            break;
+        }
+        corpo.extend_from_slice(&pedaco);
+    }
+    Ok(corpo)
+}
+
+/// The error and every cause under it ("connection refused", a TLS failure, a timeout),
+/// without the URL (which the caller prints without its credentials).
+fn causas(erro: reqwest::Error) -> String {
+    let tempo = erro.is_timeout();
+    let erro = erro.without_url();
+    let mut texto = erro.to_string();
+    let mut fonte = erro.source();
+    while let Some(causa) = fonte {
+        let parte = causa.to_string();
+        if !texto.contains(&parte) {
+            texto.push_str(": ");
+            texto.push_str(&parte);
+        }
+        fonte = causa.source();
+    }
+    if tempo && !texto.contains("timed out") {
+        texto.push_str(" (timed out)");
+    }
+    texto
+}
+
+/// Up to `maximo` characters of remote text, control characters escaped (the text lands in
+/// logs, `ultimo_erro` and terminals).
+fn citar(bytes: &[u8], maximo: usize) -> String {
+    let texto = String::from_utf8_lossy(bytes);
+    let mut citado = String::new();
+    for c in texto.chars().take(maximo) {
+        if c.is_control() {
+            citado.extend(c.escape_default());
+        } else {
+            citado.push(c);
+        }
+    }
+    if texto.chars().nth(maximo).is_some() {
+        citado.push('…');
+    }
+    citado
+}
+
+/// The URL without `user:password@`, for messages and logs.
+pub(crate) fn sem_credenciais(url: &Url) -> Url {
+    let mut limpa = url.clone();
+    let _ = limpa.set_username("");
+    let _ = limpa.set_password(None);
+    limpa
+}
+
+/// A URL that did not parse, with anything between `://` and `@` masked.
+fn texto_sem_credenciais(texto: &str) -> String {
+    match texto.split_once("://") {
+        Some((esquema, resto)) => match resto.rsplit_once('@') {
+            Some((_, hospedeiro)) => format!("{esquema}://***@{hospedeiro}"),
+            None => texto.to_owned(),
+        },
+        None => texto.to_owned(),
     }
 }
 
@@ -195,5 +419,64 @@ mod testes {
         assert!(Destino::new("nao é url").is_err());
         assert!(Destino::new("ftp://x").is_err());
         assert!(Destino::new("http://127.0.0.1:1").is_ok());
+    }
+
+    #[test]
+    fn o_prefixo_da_base_fica() {
+        let destino = Destino::new("http://gw/fiscal").unwrap();
+        assert_eq!(
+            destino.url_de("/m2m/a.b").as_str(),
+            "http://gw/fiscal/m2m/a.b"
+        );
+        let destino = Destino::new("http://gw/fiscal/").unwrap();
+        assert_eq!(
+            destino.url_de("/m2m/a.b").as_str(),
+            "http://gw/fiscal/m2m/a.b"
+        );
+        let destino = Destino::new("http://gw").unwrap();
+        assert_eq!(destino.url_de("/m2m/a.b").as_str(), "http://gw/m2m/a.b");
+    }
+
+    #[test]
+    fn debug_nao_mostra_segredos() {
+        let destino = Destino::new("http://usuario:senha-secreta@gw/x")
+            .unwrap()
+            .com_token("token-secreto");
+        let texto = format!("{destino:?}");
+        assert!(!texto.contains("senha-secreta"), "{texto}");
+        assert!(!texto.contains("token-secreto"), "{texto}");
+        assert!(!texto.contains("usuario"), "{texto}");
+        let erro = Destino::new("http://u:senha-secreta@[::1")
+            .unwrap_err()
+            .to_string();
+        assert!(!erro.contains("senha-secreta"), "{erro}");
+    }
+
+    #[test]
+    fn so_a_resposta_do_receptor_confirma() {
+        let tipo = "a.b";
+        assert!(resposta_do_receptor(
+            br#"{"resultado":"applied","tipo":"a.b","request_id":"x"}"#,
+            tipo
+        ));
+        assert!(resposta_do_receptor(
+            br#"{"resultado":"duplicate","tipo":"a.b"}"#,
+            tipo
+        ));
+        for outro in [
+            &b"<html>login</html>"[..],
+            b"",
+            b"{}",
+            br#"{"resultado":"applied","tipo":"c.d"}"#,
+            br#"{"resultado":"ok","tipo":"a.b"}"#,
+        ] {
+            assert!(!resposta_do_receptor(outro, tipo), "{outro:?}");
+        }
+    }
+
+    #[test]
+    fn texto_remoto_citado_sem_controles() {
+        assert_eq!(citar(b"a\x1b[2Jb\x07", 100), "a\\u{1b}[2Jb\\u{7}");
+        assert_eq!(citar(b"abcdef", 3), "abc…");
     }
 }

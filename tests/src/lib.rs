@@ -173,8 +173,14 @@ pub mod servidor {
     /// How the server answers.
     #[derive(Clone, Debug)]
     pub enum Resposta {
-        /// 200.
+        /// 200 with a mensageria receptor's answer (`{"resultado":"applied","tipo":…}`).
         Ok,
+        /// A bare 200 with this content type and body, as a gateway or login page answers.
+        Ok200Com(&'static str, &'static str),
+        /// This redirect status, to this `Location`.
+        Redirecionar(u16, String),
+        /// This status with a streamed body of this many bytes (never held in memory).
+        CorpoGigante(u16, u64),
         /// This status, with `Retry-After` if given.
         Status(u16, Option<u64>),
         /// Wait, then 200.
@@ -294,10 +300,12 @@ pub mod servidor {
         if let Resposta::Demorar(tempo) = &resposta {
             tokio::time::sleep(*tempo).await;
         }
-        let (status, retry_after) = match resposta {
-            Resposta::Status(s, r) => (s, r),
+        let (status, retry_after) = match &resposta {
+            Resposta::Status(s, r) => (*s, *r),
+            Resposta::Redirecionar(s, _) | Resposta::CorpoGigante(s, _) => (*s, None),
             _ => (200, None),
         };
+        let tipo_resposta = tipo.clone();
         estado.lock().unwrap().recebidas.push(Recebida {
             tipo,
             id: texto("x-request-id").unwrap_or_default(),
@@ -306,7 +314,26 @@ pub mod servidor {
             corpo,
             status,
         });
-        let mut resposta = StatusCode::from_u16(status).unwrap().into_response();
+        let status_http = StatusCode::from_u16(status).unwrap();
+        let mut resposta = match resposta {
+            Resposta::Ok | Resposta::Demorar(_) => (
+                status_http,
+                axum::Json(serde_json::json!({"resultado": "applied", "tipo": tipo_resposta})),
+            )
+                .into_response(),
+            Resposta::Ok200Com(tipo_conteudo, corpo) => {
+                (status_http, [("content-type", tipo_conteudo)], corpo).into_response()
+            }
+            Resposta::Redirecionar(_, para) => {
+                (status_http, [("location", para)], "").into_response()
+            }
+            Resposta::CorpoGigante(_, tamanho) => (
+                status_http,
+                axum::body::Body::from_stream(crate::corpo_gigante(tamanho)),
+            )
+                .into_response(),
+            Resposta::Status(..) => status_http.into_response(),
+        };
         if let Some(segundos) = retry_after {
             resposta
                 .headers_mut()
@@ -314,6 +341,19 @@ pub mod servidor {
         }
         resposta
     }
+}
+
+/// `tamanho` bytes of `x` in 64 KiB chunks, made as they are sent.
+pub(crate) fn corpo_gigante(
+    tamanho: u64,
+) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> + Send {
+    const PEDACO: u64 = 64 * 1024;
+    futures_util::stream::unfold(0_u64, move |enviado| async move {
+        (enviado < tamanho).then(|| {
+            let n = PEDACO.min(tamanho - enviado);
+            (Ok(vec![b'x'; n as usize]), enviado + n)
+        })
+    })
 }
 
 /// Whether `pool` is a PostgreSQL pool, for the few statements whose SQL differs by backend.

@@ -13,6 +13,7 @@
 //! restarted. When the saída is empty the checker compares the emissor's committed rows with
 //! the fiscal's effects: **lost** and **applied twice** must both be 0.
 
+use std::future::IntoFuture as _;
 mod bancos;
 mod emissor;
 mod fiscal;
@@ -144,7 +145,7 @@ async fn correr<DB: BancoDemo>(
     let app = fiscal::contando(app, Arc::clone(&contagem));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let endereco = ouvinte.local_addr()?;
-    let servidor = tokio::spawn(async move { axum::serve(ouvinte, app).await });
+    let servidor = tokio::spawn(mensageria_axum::servir(ouvinte, app).into_future());
 
     // Between the apps, a proxy that loses a share of the acks after the receptor committed.
     let proxy = ProxyDeFalhas::iniciar(endereco, opcoes.semente).await?;

@@ -144,6 +144,41 @@ macro_rules! plantar_app {
     }};
 }
 
+/// Plants a relay instance of `app`, last heart-beaten `ms` ago (started a minute before that,
+/// dead after 3 s as by default), as the relay's heartbeat writes it; `parada` and `recuperada`
+/// (`Some(ms ago)`) record a graceful stop or a sibling's takeover:
+/// `plantar_instancia!(db, "app@pod-1", "app", visto ha ms, parada, recuperada)`.
+#[macro_export]
+macro_rules! plantar_instancia {
+    ($db:expr, $instancia:expr, $app:expr, $visto_ha_ms:expr, $parada:expr, $recuperada:expr) => {{
+        let quando = |ms: Option<i64>| match ms {
+            Some(ms) => $crate::comum::Alvo::ha(&$db, ms),
+            None => "NULL".to_owned(),
+        };
+        let visto: i64 = $visto_ha_ms;
+        let sql = format!(
+            "INSERT INTO mensageria_instancias \
+                 (instancia, app, iniciada_em, visto_em, morta_apos_ms, parada_em, recuperada_em) \
+             VALUES ($1, $2, {}, {}, 3000, {}, {})",
+            $crate::comum::Alvo::ha(&$db, visto + 60_000),
+            $crate::comum::Alvo::ha(&$db, visto),
+            quando($parada),
+            quando($recuperada),
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind($instancia)
+            .bind($app)
+            .execute(&$db.pool)
+            .await
+            .expect("plant a relay instance");
+    }};
+}
+
+/// The schema version this build of mensageria-core migrates to.
+pub(crate) fn versao_esperada<DB: mensageria_core::Banco>(_pool: &sqlx::Pool<DB>) -> i64 {
+    DB::versao_esperada()
+}
+
 /// `SELECT count(*) FROM <tabela>` (plus an optional `WHERE`).
 #[macro_export]
 macro_rules! contar {

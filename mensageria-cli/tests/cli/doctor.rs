@@ -3,8 +3,8 @@
 use mensageria_testes::nos_dois_bancos;
 use serde_json::Value;
 
-use crate::comum::{Alvo, stdout};
-use crate::{plantar_app, plantar_saida};
+use crate::comum::{Alvo, stdout, versao_esperada};
+use crate::{plantar_app, plantar_instancia, plantar_saida};
 
 /// The `(codigo, tipo, apps)` of each problem, sorted.
 fn problemas(diagnostico: &Value) -> Vec<(String, String, Vec<String>)> {
@@ -118,24 +118,29 @@ nos_dois_bancos! {
 
         // A schema newer than this build (the owner upgraded first): noted, not a problem.
         mensageria_core::migrar(&db.pool).await.unwrap();
+        // One version past the newest this build knows.
+        let esperada = versao_esperada(&db.pool);
+        let futura = esperada + 1;
         let checksum = if mensageria_testes::e_postgres(&db.pool) { "'\\x00'::bytea" } else { "x'00'" };
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO _mensageria_migrations (version, description, success, checksum, execution_time) \
-             VALUES (2, 'from the future', true, {checksum}, 0)"
+             VALUES ({futura}, 'from the future', true, {checksum}, 0)"
         )))
         .execute(&db.pool)
         .await
         .unwrap();
         let d = diagnosticar(&db, &[], 0);
-        assert_eq!(d["versao_aplicada"], 2);
-        assert_eq!(d["versao_esperada"], 1);
+        assert_eq!(d["versao_aplicada"], futura);
+        assert_eq!(d["versao_esperada"], esperada);
         assert!(d["notas"][0].as_str().unwrap().contains("newer than this CLI knows"), "{d:#}");
 
         // A failed migration is a problem.
-        sqlx::query("UPDATE _mensageria_migrations SET success = false WHERE version = 2")
-            .execute(&db.pool)
-            .await
-            .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE _mensageria_migrations SET success = false WHERE version = {futura}"
+        )))
+        .execute(&db.pool)
+        .await
+        .unwrap();
         let d = diagnosticar(&db, &[], 1);
         assert_eq!(problemas(&d), vec![(s("migracao-falhou"), s(""), vec![])], "{d:#}");
     }
@@ -155,5 +160,124 @@ nos_dois_bancos! {
             vec![(s("orfas"), s("largado"), vec![s("emissor")])],
             "{d:#}"
         );
+    }
+}
+
+/// The `state` doctor gives each app in its JSON.
+fn estados(diagnostico: &Value) -> Vec<(String, String)> {
+    diagnostico["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["app"].as_str().unwrap().to_owned(),
+                a["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+nos_dois_bancos! {
+    async fn doctor_app_parado_graciosamente_nao_e_problema(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        // A live app delivering its rows.
+        plantar_app!(db, "emissor", "a.um", 2_000);
+        plantar_instancia!(db, "emissor@pod-1", "emissor", 500, None, None);
+        plantar_saida!(db, "a.um", 0, 1_000, false);
+        // `fiscal` was shut down gracefully five minutes ago (both replicas), with nothing left
+        // in the saída: the issue's deploy case, which used to fail doctor a minute later.
+        plantar_app!(db, "fiscal", "c.tres", 300_000);
+        plantar_instancia!(db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None);
+        plantar_instancia!(db, "fiscal@pod-2", "fiscal", 301_000, Some(300_500), None);
+
+        let d = diagnosticar(&db, &["--retencao", "30d"], 0);
+        assert_eq!(d["saudavel"], true, "{d:#}");
+        assert_eq!(d["problemas"], serde_json::json!([]));
+        assert_eq!(estados(&d), vec![(s("emissor"), s("alive")), (s("fiscal"), s("stopped"))]);
+        let notas: Vec<&str> = d["notas"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert!(
+            notas.iter().any(|n| n.starts_with("app `fiscal` is stopped: its relay instances shut down gracefully")),
+            "{d:#}"
+        );
+
+        let humano = db.mensageria(&["doctor", "--retencao", "30d"]).assert().success();
+        let texto = stdout(&humano);
+        assert!(texto.contains("note     app `fiscal` is stopped"), "{texto}");
+        assert!(texto.contains("`mensageria apps remover fiscal` forgets it"), "{texto}");
+        assert!(texto.ends_with("healthy: no problem found\n"), "{texto}");
+    }
+}
+
+nos_dois_bancos! {
+    async fn doctor_app_morto_e_problema(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        // `emissor` is alive: one replica heart-beats; a sibling that died was taken over.
+        plantar_app!(db, "emissor", "a.um", 2_000);
+        plantar_instancia!(db, "emissor@pod-1", "emissor", 500, None, None);
+        plantar_instancia!(db, "emissor@pod-0", "emissor", 600_000, None, Some(595_000));
+        // `caiu` was killed an hour ago: no graceful stop, nobody took over.
+        plantar_app!(db, "caiu", "b.dois", 3_600_000);
+        plantar_instancia!(db, "caiu@pod-1", "caiu", 3_600_000, None, None);
+        // `recente` was killed 30 s ago: its `mensageria_apps` row still looks fresh (it is
+        // refreshed every 15 s) but its instance says dead, and its row waits for nobody.
+        plantar_app!(db, "recente", "c.tres", 20_000);
+        plantar_instancia!(db, "recente@pod-1", "recente", 30_000, None, None);
+        plantar_saida!(db, "c.tres", 0, 40_000, false);
+
+        let d = diagnosticar(&db, &["--retencao", "30d"], 1);
+        assert_eq!(d["saudavel"], false);
+        assert_eq!(
+            problemas(&d),
+            vec![
+                (s("app-morto"), s(""), vec![s("caiu")]),
+                (s("app-morto"), s(""), vec![s("recente")]),
+                (s("orfas"), s("c.tres"), vec![s("recente")]),
+            ],
+            "{d:#}"
+        );
+        assert_eq!(
+            estados(&d),
+            vec![(s("caiu"), s("dead")), (s("emissor"), s("alive")), (s("recente"), s("dead"))]
+        );
+        let caiu = d["problemas"].as_array().unwrap().iter().find(|p| p["apps"][0] == "caiu").unwrap();
+        let mensagem = caiu["mensagem"].as_str().unwrap();
+        assert!(mensagem.starts_with("app `caiu` is dead: none of its relay instances is alive"), "{mensagem}");
+        assert!(mensagem.contains("last heartbeat 1h 00m ago; dead: caiu@pod-1"), "{mensagem}");
+
+        let humano = db.mensageria(&["doctor", "--retencao", "30d"]).assert().code(1);
+        let texto = stdout(&humano);
+        assert!(texto.contains("PROBLEM  app `caiu` is dead"), "{texto}");
+        assert!(texto.contains("claim it: `recente` (dead))"), "{texto}");
+        assert!(texto.ends_with("3 problem(s) found\n"), "{texto}");
+    }
+}
+
+nos_dois_bancos! {
+    async fn doctor_app_parado_com_linhas_orfas_e_problema(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        // `fiscal` stopped gracefully but left two rows of its tipo: nobody will deliver them.
+        plantar_app!(db, "fiscal", "c.tres", 300_000);
+        plantar_instancia!(db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None);
+        plantar_saida!(db, "c.tres", 0, 600_000, false);
+        plantar_saida!(db, "c.tres", 3, 400_000, false);
+
+        let d = diagnosticar(&db, &["--retencao", "30d"], 1);
+        assert_eq!(problemas(&d), vec![(s("orfas"), s("c.tres"), vec![s("fiscal")])], "{d:#}");
+        assert_eq!(estados(&d), vec![(s("fiscal"), s("stopped"))]);
+        let orfa = d["problemas"][0]["mensagem"].as_str().unwrap();
+        assert!(orfa.starts_with("2 row(s) of tipo `c.tres` wait in the saída (oldest 10m "), "{orfa}");
+        assert!(
+            orfa.contains(
+                "and no live app claims the tipo (only apps that do not deliver it now claim it: \
+                 `fiscal` (stopped))"
+            ),
+            "{orfa}"
+        );
+
+        let humano = db.mensageria(&["doctor", "--retencao", "30d"]).assert().code(1);
+        let texto = stdout(&humano);
+        assert!(texto.contains("note     app `fiscal` is stopped"), "{texto}");
+        assert!(texto.ends_with("1 problem(s) found\n"), "{texto}");
     }
 }

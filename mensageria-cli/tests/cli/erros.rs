@@ -1,10 +1,10 @@
 //! A database that is down, a URL of an unknown kind, a schema that is not there, bad
-//! arguments: one clear line, a non-zero exit, never a panic.
+//! arguments: one clear line, a non-zero exit, never a panic, never a secret.
 
 use assert_cmd::Command;
-use mensageria_testes::nos_dois_bancos;
+use mensageria_testes::{database_url, nos_dois_bancos};
 
-use crate::comum::{Alvo, stderr};
+use crate::comum::{Alvo, stderr, stdout};
 
 fn mensageria(args: &[&str]) -> assert_cmd::assert::Assert {
     Command::new(env!("CARGO_BIN_EXE_mensageria"))
@@ -111,4 +111,122 @@ nos_dois_bancos! {
             assert!(erro.contains("mensageria migrar"), "{erro}");
         }
     }
+}
+
+/// `--schema` goes into the connection's startup options, where whitespace separates settings:
+/// anything but a plain identifier is refused as a bad argument, before connecting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_que_nao_e_identificador_e_recusado() {
+    let db = mensageria_testes::PgIsolado::novo().await;
+    let injetado = format!("{}\t-c\tdefault_transaction_read_only=on", db.schema);
+    let longo = format!("{}_{}", db.schema, "x".repeat(63 - db.schema.len()));
+    assert_eq!(longo.len(), 64);
+    for schema in [
+        injetado.as_str(),
+        &format!("{} -c x=y", db.schema),
+        "a,public",
+        &longo,
+    ] {
+        let por_opcao = mensageria(&[
+            "--database-url",
+            &database_url(),
+            "--schema",
+            schema,
+            "migrar",
+        ]);
+        let por_ambiente = Command::new(env!("CARGO_BIN_EXE_mensageria"))
+            .env_remove("DATABASE_URL")
+            .env("MENSAGERIA_SCHEMA", schema)
+            .args(["--database-url", &database_url(), "migrar"])
+            .assert();
+        for saida in [por_opcao, por_ambiente] {
+            let saida = saida.code(2);
+            let erro = stderr(&saida);
+            assert!(erro.contains("--schema"), "{erro}");
+            assert!(
+                erro.contains("not a schema name: use 1 to 63 ASCII letters, digits, `_` or `$`"),
+                "{erro}"
+            );
+            assert!(saida.get_output().stdout.is_empty());
+        }
+    }
+    // Nothing ran: the schema is still empty.
+    let tabelas: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(&db.schema)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(tabelas, 0);
+    db.descartar().await;
+}
+
+/// A schema name of PostgreSQL's full 63 bytes is an identifier like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_de_63_bytes_funciona() {
+    let schema = format!("t{}", uuid::Uuid::now_v7().simple()).repeat(2)[..63].to_owned();
+    let admin = sqlx::PgPool::connect(&database_url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let migrar = mensageria(&[
+        "--database-url",
+        &database_url(),
+        "--schema",
+        &schema,
+        "migrar",
+    ]);
+    assert!(stdout(&migrar.success()).starts_with("created the mensageria tables"));
+    mensageria(&[
+        "--database-url",
+        &database_url(),
+        "--schema",
+        &schema,
+        "verificar",
+    ])
+    .success();
+    let tabelas: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(&schema)
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert!(tabelas > 0);
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+}
+
+/// A secret anywhere in the URL (userinfo, `sslpassword`, any `*token*`/`*secret*` parameter) is
+/// masked in the error that prints the URL.
+#[test]
+fn segredos_da_url_nao_aparecem_no_erro() {
+    let url = "postgres://postgres:segredo0@127.0.0.1:1/postgres?sslmode=disable\
+               &sslpassword=segredo1&application_name=cli&auth_token=segredo2&Client_Secret=segredo3";
+    let saida = mensageria(&["--database-url", url, "status"]).code(1);
+    let erro = stderr(&saida);
+    assert!(!erro.contains("segredo"), "{erro}");
+    assert!(
+        erro.starts_with(
+            "mensageria: cannot connect to the database at postgres://postgres:***@127.0.0.1:1/\
+             postgres?sslmode=disable&sslpassword=***&application_name=cli&auth_token=***\
+             &Client_Secret=***: "
+        ),
+        "{erro}"
+    );
+    // Not a URL this command knows (a libpq string, say): echoed with the secret masked too.
+    let outro = mensageria(&[
+        "--database-url",
+        "host=db password='segredo 4' user=app",
+        "status",
+    ])
+    .code(1);
+    let erro = stderr(&outro);
+    assert!(!erro.contains("segredo"), "{erro}");
+    assert!(erro.contains("`host=db password=*** user=app`"), "{erro}");
 }

@@ -3,9 +3,11 @@
 //! plants rows with SQL, runs the command as an operator would and checks what it printed and
 //! what it changed.
 
+mod apps;
 mod comum;
 mod doctor;
 mod erros;
 mod mortas;
 mod purgar;
 mod status;
+mod texto_seguro;

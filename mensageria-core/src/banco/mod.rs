@@ -124,7 +124,10 @@ pub trait Banco: sqlx::Database + selado::Selado {
         pares: &[(i64, i64)],
     ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
 
-    /// Schedules a retry in `atraso_ms`, if the lease `token` is still ours.
+    /// Schedules a retry in `atraso_ms`, if the lease `token` is still ours. `contar` false
+    /// gives the attempt back (a failed probe of a destination that is down is the
+    /// destination's failure, not the message's: it must not bring the message closer to the
+    /// dead letters).
     #[doc(hidden)]
     fn reagendar(
         pool: &Pool<Self>,
@@ -132,7 +135,47 @@ pub trait Banco: sqlx::Database + selado::Selado {
         token: i64,
         atraso_ms: i64,
         erro: &str,
+        contar: bool,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+    /// Extends the leases of rows still being delivered to `lease_ms` from now (database clock),
+    /// each only while its token is still the one given: one statement for all of them.
+    /// Returns how many were extended (the others were settled or fenced meanwhile).
+    #[doc(hidden)]
+    fn renovar_leases(
+        pool: &Pool<Self>,
+        pares: &[(i64, i64)],
+        lease_ms: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Starts (or restarts) relay instance `instancia` of `app`: records it alive, and gives
+    /// back at once the rows an earlier incarnation of the same instance (a stable name that
+    /// restarted) still held. Returns how many rows came back.
+    #[doc(hidden)]
+    fn iniciar_instancia(
+        pool: &Pool<Self>,
+        instancia: &str,
+        app: &str,
+        morta_apos_ms: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// The instance's heartbeat; also gives back at once the rows held by sibling instances of
+    /// the same app that are dead (no heartbeat for their dead-after period, not stopped).
+    /// Returns how many rows came back.
+    #[doc(hidden)]
+    fn bater_instancia(
+        pool: &Pool<Self>,
+        instancia: &str,
+        app: &str,
+        morta_apos_ms: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Records that the instance stopped gracefully (not dead: operators need not look).
+    #[doc(hidden)]
+    fn parar_instancia(
+        pool: &Pool<Self>,
+        instancia: &str,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
     /// Moves a row to the dead letters, if the lease `token` is still ours.
     #[doc(hidden)]

@@ -169,10 +169,12 @@ impl Banco for Postgres {
         token: i64,
         atraso_ms: i64,
         erro: &str,
+        contar: bool,
     ) -> Result<bool, sqlx::Error> {
         let r = sqlx::query(
             "UPDATE mensageria_saida SET \
                  proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000), \
+                 tentativas = CASE WHEN $5 THEN tentativas ELSE greatest(tentativas - 1, 0) END, \
                  ultimo_erro = $4, lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
              WHERE id = $1 AND lease_token = $2",
         )
@@ -180,9 +182,107 @@ impl Banco for Postgres {
         .bind(token)
         .bind(atraso_ms)
         .bind(erro)
+        .bind(contar)
         .execute(pool)
         .await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    async fn renovar_leases(
+        pool: &PgPool,
+        pares: &[(i64, i64)],
+        lease_ms: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let (ids, tokens): (Vec<i64>, Vec<i64>) = pares.iter().copied().unzip();
+        // Not prepared: a generic plan made while the saída was small (hash join over a
+        // sequential scan) would stay with the connection as the backlog grows; planned per
+        // call it is one primary-key probe per row.
+        let r = sqlx::query(
+            "UPDATE mensageria_saida s SET \
+                 lease_ate = now() + make_interval(secs => $3::float8 / 1000), \
+                 proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000) \
+             FROM unnest($1::bigint[], $2::bigint[]) AS v(id, token) \
+             WHERE s.id = v.id AND s.lease_token = v.token",
+        )
+        .persistent(false)
+        .bind(ids)
+        .bind(tokens)
+        .bind(lease_ms)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn iniciar_instancia(
+        pool: &PgPool,
+        instancia: &str,
+        app: &str,
+        morta_apos_ms: i64,
+    ) -> Result<u64, sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (instancia) DO UPDATE SET app = EXCLUDED.app, iniciada_em = now(), \
+                 visto_em = now(), morta_apos_ms = EXCLUDED.morta_apos_ms, parada_em = NULL, \
+                 recuperada_em = NULL",
+        )
+        .bind(instancia)
+        .bind(app)
+        .bind(morta_apos_ms)
+        .execute(pool)
+        .await?;
+        // Rows an earlier incarnation of this instance held: it is gone (we are it).
+        let r = sqlx::query(
+            "UPDATE mensageria_saida SET proxima_tentativa_em = now(), lease_dono = NULL, \
+                 lease_ate = NULL, lease_token = NULL \
+             WHERE lease_dono = $1 AND lease_token IS NOT NULL",
+        )
+        .bind(instancia)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn bater_instancia(
+        pool: &PgPool,
+        instancia: &str,
+        app: &str,
+        morta_apos_ms: i64,
+    ) -> Result<u64, sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (instancia) DO UPDATE SET visto_em = now(), parada_em = NULL, \
+                 recuperada_em = NULL",
+        )
+        .bind(instancia)
+        .bind(app)
+        .bind(morta_apos_ms)
+        .execute(pool)
+        .await?;
+        let r = sqlx::query(
+            "WITH mortas AS ( \
+                 UPDATE mensageria_instancias SET recuperada_em = now() \
+                 WHERE app = $2 AND instancia <> $1 AND parada_em IS NULL \
+                   AND recuperada_em IS NULL \
+                   AND visto_em < now() - make_interval(secs => morta_apos_ms::float8 / 1000) \
+                 RETURNING instancia \
+             ) \
+             UPDATE mensageria_saida SET proxima_tentativa_em = now(), lease_dono = NULL, \
+                 lease_ate = NULL, lease_token = NULL \
+             WHERE lease_dono IN (SELECT instancia FROM mortas) AND lease_token IS NOT NULL",
+        )
+        .bind(instancia)
+        .bind(app)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn parar_instancia(pool: &PgPool, instancia: &str) -> Result<(), sqlx::Error> {
+        sqlx::query("UPDATE mensageria_instancias SET parada_em = now() WHERE instancia = $1")
+            .bind(instancia)
+            .execute(pool)
+            .await?;
+        Ok(())
     }
 
     async fn matar(

@@ -169,9 +169,11 @@ impl Banco for Sqlite {
         token: i64,
         atraso_ms: i64,
         erro: &str,
+        contar: bool,
     ) -> Result<bool, sqlx::Error> {
         let sql = format!(
             "UPDATE mensageria_saida SET proxima_tentativa_em = {AGORA} + $3, ultimo_erro = $4, \
+                 tentativas = CASE WHEN $5 THEN tentativas ELSE max(tentativas - 1, 0) END, \
                  lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
              WHERE id = $1 AND lease_token = $2"
         );
@@ -180,9 +182,116 @@ impl Banco for Sqlite {
             .bind(token)
             .bind(atraso_ms)
             .bind(erro)
+            .bind(contar)
             .execute(pool)
             .await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    async fn renovar_leases(
+        pool: &SqlitePool,
+        pares: &[(i64, i64)],
+        lease_ms: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let pares =
+            serde_json::to_string(pares).map_err(|erro| sqlx::Error::Encode(erro.into()))?;
+        let sql = format!(
+            "UPDATE mensageria_saida SET lease_ate = {AGORA} + $2, proxima_tentativa_em = {AGORA} + $2 \
+             WHERE (id, lease_token) IN \
+             (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1))"
+        );
+        let r = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(pares)
+            .bind(lease_ms)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn iniciar_instancia(
+        pool: &SqlitePool,
+        instancia: &str,
+        app: &str,
+        morta_apos_ms: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let sql = format!(
+            "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (instancia) DO UPDATE SET app = excluded.app, iniciada_em = {AGORA}, \
+                 visto_em = {AGORA}, morta_apos_ms = excluded.morta_apos_ms, parada_em = NULL, \
+                 recuperada_em = NULL"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(instancia)
+            .bind(app)
+            .bind(morta_apos_ms)
+            .execute(pool)
+            .await?;
+        let sql = format!(
+            "UPDATE mensageria_saida SET proxima_tentativa_em = {AGORA}, lease_dono = NULL, \
+                 lease_ate = NULL, lease_token = NULL \
+             WHERE lease_dono = $1 AND lease_token IS NOT NULL"
+        );
+        let r = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(instancia)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn bater_instancia(
+        pool: &SqlitePool,
+        instancia: &str,
+        app: &str,
+        morta_apos_ms: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let sql = format!(
+            "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (instancia) DO UPDATE SET visto_em = {AGORA}, parada_em = NULL, \
+                 recuperada_em = NULL"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(instancia)
+            .bind(app)
+            .bind(morta_apos_ms)
+            .execute(&mut *tx)
+            .await?;
+        let sql = format!(
+            "UPDATE mensageria_instancias SET recuperada_em = {AGORA} \
+             WHERE app = $2 AND instancia <> $1 AND parada_em IS NULL AND recuperada_em IS NULL \
+               AND visto_em < {AGORA} - morta_apos_ms \
+             RETURNING instancia"
+        );
+        let mortas: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(instancia)
+            .bind(app)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut recuperadas = 0;
+        for morta in mortas {
+            let sql = format!(
+                "UPDATE mensageria_saida SET proxima_tentativa_em = {AGORA}, lease_dono = NULL, \
+                     lease_ate = NULL, lease_token = NULL \
+                 WHERE lease_dono = $1 AND lease_token IS NOT NULL"
+            );
+            recuperadas += sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(morta)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        tx.commit().await?;
+        Ok(recuperadas)
+    }
+
+    async fn parar_instancia(pool: &SqlitePool, instancia: &str) -> Result<(), sqlx::Error> {
+        let sql =
+            format!("UPDATE mensageria_instancias SET parada_em = {AGORA} WHERE instancia = $1");
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(instancia)
+            .execute(pool)
+            .await?;
+        Ok(())
     }
 
     async fn matar(

@@ -26,7 +26,7 @@ pub enum Modo {
 /// let config = Config::new("emissor").com_lote(100).com_concorrencia(32).com_max_tentativas(10);
 /// assert_eq!(config.app(), "emissor");
 /// assert!(config.validar().is_ok());
-/// assert!(Config::new("x").com_lease(Duration::from_secs(1)).validar().is_err());
+/// assert!(Config::new("x").com_lease(Duration::from_millis(100)).validar().is_err());
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -43,7 +43,8 @@ pub struct Config {
     pub(crate) idade_maxima: Duration,
     pub(crate) modo: Modo,
     pub(crate) heartbeat: Duration,
-    pub(crate) circuito_limiar: u32,
+    pub(crate) circuito: super::circuito::Regras,
+    pub(crate) instancia: Option<String>,
     pub(crate) margem_piso: Duration,
     pub(crate) varredura_completa: Duration,
     pub(crate) notificacoes: bool,
@@ -53,16 +54,18 @@ pub struct Config {
 
 impl Config {
     /// The defaults, for the app named `app` (the name in the registration table and in the
-    /// leader lock): batch 64, concurrency 16, lease 60 s, send timeout 20 s, polling every
-    /// 1 s, backoff 1 s doubling to 5 min with jitter, dead letter after 25 attempts or 7 days,
-    /// every replica claims, heartbeat every 15 s, circuit opens after 5 failures in a row.
+    /// leader lock): batch 64, concurrency 16, lease 6 s (renewed every 1.5 s while a delivery
+    /// runs), send timeout 20 s, polling every 1 s, backoff 1 s doubling to 5 min with jitter,
+    /// dead letter after 25 attempts or 7 days, every replica claims, registration heartbeat
+    /// every 15 s, circuit opening at 5 failures and half the outcomes of the last 10 s with a
+    /// cool-down capped at 2 s, a random instance id.
     pub fn new(app: impl Into<String>) -> Self {
         Self {
             app: app.into(),
             habilitado: true,
             lote: 64,
             concorrencia: 16,
-            lease: Duration::from_secs(60),
+            lease: Duration::from_secs(6),
             tempo_limite_envio: Duration::from_secs(20),
             intervalo: Duration::from_secs(1),
             backoff_base: Duration::from_secs(1),
@@ -71,7 +74,8 @@ impl Config {
             idade_maxima: Duration::from_secs(7 * 24 * 3600),
             modo: Modo::Todos,
             heartbeat: Duration::from_secs(15),
-            circuito_limiar: 5,
+            circuito: super::circuito::Regras::default(),
+            instancia: None,
             margem_piso: Duration::from_secs(10),
             varredura_completa: Duration::from_secs(30),
             notificacoes: false,
@@ -80,11 +84,17 @@ impl Config {
         }
     }
 
-    /// [`Config::new`] with `MENSAGERIA_APP` (else `app`) and `MENSAGERIA_RELAY_ENABLED`
-    /// (`false`/`0`/`no`/`off` keeps the relay from starting at all: only an idle-loop saving
-    /// for pure receivers, whose relay is a no-op anyway).
+    /// [`Config::new`] with `MENSAGERIA_APP` (else `app`), `MENSAGERIA_INSTANCE` (a stable
+    /// instance name, see [`com_instancia`](Self::com_instancia)) and
+    /// `MENSAGERIA_RELAY_ENABLED` (`false`/`0`/`no`/`off` keeps the relay from starting at all:
+    /// only an idle-loop saving for pure receivers, whose relay is a no-op anyway).
     pub fn do_ambiente(app: impl Into<String>) -> Self {
         let mut config = Self::new(std::env::var("MENSAGERIA_APP").unwrap_or_else(|_| app.into()));
+        if let Ok(instancia) = std::env::var("MENSAGERIA_INSTANCE")
+            && !instancia.trim().is_empty()
+        {
+            config.instancia = Some(instancia.trim().to_owned());
+        }
         if let Ok(valor) = std::env::var("MENSAGERIA_RELAY_ENABLED") {
             config.habilitado = !matches!(
                 valor.trim().to_ascii_lowercase().as_str(),
@@ -117,7 +127,11 @@ impl Config {
         self
     }
 
-    /// How long a claimed row stays ours (database clock). Must exceed the send timeout.
+    /// How long a claimed row stays ours (database clock) without news from us. While a
+    /// delivery runs the relay renews its lease every quarter of this (one statement for all
+    /// its deliveries), so a slow delivery is never taken from a live relay; a relay that dies
+    /// leaves its rows for at most this long, and its siblings take them back after half of it
+    /// without a heartbeat. At least 400 ms.
     pub fn com_lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -167,11 +181,47 @@ impl Config {
         self
     }
 
-    /// Temporary failures in a row of one tipo after which its circuit opens (its destination
-    /// then gets one probe per cool-down instead of a retry storm).
+    /// Temporary failures of one tipo within the circuit's 10 s window below which its circuit
+    /// never opens (it opens when, past this count, at least half of the window's outcomes
+    /// failed; its destination then gets one probe per cool-down instead of a retry storm).
     pub fn com_circuito_limiar(mut self, falhas: u32) -> Self {
-        self.circuito_limiar = falhas;
+        self.circuito.minimo_de_falhas = falhas.max(1);
         self
+    }
+
+    /// The longest cool-down of an open circuit: after an outage the destination is probed at
+    /// least this often, so it is back in use within this long of coming back (2 s by default;
+    /// while it is down it gets one request per cool-down per tipo and relay).
+    pub fn com_circuito_espera_maxima(mut self, espera: Duration) -> Self {
+        self.circuito.espera_maxima = espera.max(Duration::from_millis(10));
+        self
+    }
+
+    /// A stable name for this relay instance (e.g. the pod or host name), unique within the
+    /// app. Rows the instance held when it died are taken back the moment it starts again under
+    /// the same name, instead of when their leases end. Without one, each start is a new random
+    /// instance and its siblings take a dead instance's rows back after half a lease.
+    pub fn com_instancia(mut self, nome: impl Into<String>) -> Self {
+        self.instancia = Some(nome.into());
+        self
+    }
+
+    /// The instance id this relay holds leases under: `app@name`, or `app@<random uuid>`.
+    pub(crate) fn id_da_instancia(&self) -> String {
+        match &self.instancia {
+            Some(nome) => format!("{}@{nome}", self.app),
+            None => format!("{}@{}", self.app, uuid::Uuid::now_v7()),
+        }
+    }
+
+    /// How often in-flight leases are renewed and the instance's heartbeat is written.
+    pub(crate) fn passo_de_renovacao(&self) -> Duration {
+        self.lease / 4
+    }
+
+    /// How long an instance may go without a heartbeat before its siblings take it for dead.
+    pub(crate) fn morta_apos(&self) -> Duration {
+        self.lease / 2
     }
 
     /// The keyset floor (PostgreSQL). Each claim of a tipo starts `margem` before the head of
@@ -223,11 +273,10 @@ impl Config {
         if self.lote == 0 || self.concorrencia == 0 || self.max_tentativas == 0 {
             return Err("batch, concurrency and max attempts must be at least 1".into());
         }
-        if self.lease <= self.tempo_limite_envio {
+        if self.lease < Duration::from_millis(400) {
             return Err(format!(
-                "the lease ({:?}) must be longer than the send timeout ({:?}), or a slow send \
-                 would be redelivered while still running",
-                self.lease, self.tempo_limite_envio
+                "the lease ({:?}) must be at least 400 ms: it is renewed every quarter of it",
+                self.lease
             ));
         }
         if self.backoff_base.is_zero() || self.backoff_max < self.backoff_base {

@@ -27,13 +27,19 @@
 //!    letter past `max_tentativas`/`idade_maxima`.
 //!
 //! A relay killed at any point loses nothing: a leased row becomes due again when its lease
-//! ends. Database errors are retried with backoff and logged once per period.
+//! ends (6 s by default; the lease of a delivery still running is renewed every quarter of it),
+//! or sooner: a sibling instance of the same app takes a dead instance's rows back once its
+//! heartbeat is half a lease old, and an instance restarted under the same stable name
+//! ([`Config::com_instancia`]) takes its own back at once. A graceful shutdown records the
+//! instance as stopped, so operators can tell it from a dead one. Database errors are retried
+//! with backoff and logged once per period.
 
 mod backoff;
 mod circuito;
 mod config;
 mod confirmacoes;
 mod ensaio;
+mod instancia;
 mod motor;
 #[cfg(feature = "postgres")]
 pub mod notificacoes;

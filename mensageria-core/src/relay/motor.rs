@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::backoff::atraso;
 use super::circuito::{Circuitos, Permissao};
 use super::confirmacoes::Confirmacoes;
+use super::instancia::{Leases, vigiar};
 use super::{ACORDAR, Config, Modo, Rodada};
 use crate::banco::{Pedido, Reivindicada};
 use crate::enviador::Recursos;
@@ -36,6 +37,8 @@ pub(crate) struct Motor<DB: Banco> {
     pub(crate) config: Config,
     pub(crate) recursos: Recursos,
     pub(crate) prazo_ms: Arc<AtomicU64>,
+    /// The id this relay's leases are held under (`app@name`).
+    instancia: String,
     circuitos: Arc<Mutex<Circuitos>>,
     confirmacoes: Arc<Confirmacoes>,
     /// A backlog measurement for the gauges is running.
@@ -62,9 +65,10 @@ impl Drop for AbortarAoSoltar {
 
 impl<DB: Banco> Motor<DB> {
     pub(crate) fn new(pool: Pool<DB>, config: Config, recursos: Recursos) -> Self {
-        let circuitos = Arc::new(Mutex::new(Circuitos::new(config.circuito_limiar)));
+        let circuitos = Arc::new(Mutex::new(Circuitos::new(config.circuito)));
         Self {
             pool,
+            instancia: config.id_da_instancia(),
             config,
             recursos,
             prazo_ms: Arc::new(AtomicU64::new(10_000)),
@@ -108,7 +112,7 @@ impl<DB: Banco> Motor<DB> {
             pisos_ms,
             lote: lote as i64,
             lease_ms: self.config.lease.as_millis() as i64,
-            dono: &self.config.app,
+            dono: &self.instancia,
             token,
         }
     }
@@ -160,7 +164,10 @@ impl<DB: Banco> Motor<DB> {
                 DB::reivindicar(&self.pool, self.pedido(&so_ela, &piso, 1, token)).await?;
             if achadas.is_empty() {
                 // Nothing due to probe with: the circuit has nothing to protect.
-                self.circuitos.lock().expect("circuit lock").sucesso(sonda);
+                self.circuitos
+                    .lock()
+                    .expect("circuit lock")
+                    .sucesso(sonda, agora);
             }
             linhas.extend(achadas);
         }
@@ -241,7 +248,25 @@ impl<DB: Banco> Motor<DB> {
         let mut proximo_heartbeat = Instant::now();
         let mut registrado = false;
         let mut em_voo: JoinSet<Desfecho> = JoinSet::new();
-        let mut leases: HashMap<tokio::task::Id, (i64, i64)> = HashMap::new();
+        let leases = Leases::default();
+        let morta_apos_ms = i64::try_from(self.config.morta_apos().as_millis()).unwrap_or(i64::MAX);
+        match DB::iniciar_instancia(&self.pool, &self.instancia, &app, morta_apos_ms).await {
+            Ok(0) => {}
+            Ok(recuperadas) => {
+                tracing::info!(%app, instancia = %self.instancia, recuperadas, "mensageria relay: took back the rows this instance held before it restarted")
+            }
+            Err(erro) => banco.falhou(&erro),
+        }
+        // Lease renewal and the instance's heartbeat, for as long as this loop lives (a JoinSet
+        // aborts its task when dropped: an aborted relay stops renewing at once).
+        let mut vigia = JoinSet::new();
+        vigia.spawn(vigiar::<DB>(
+            self.pool.clone(),
+            self.config.clone(),
+            self.instancia.clone(),
+            leases.clone(),
+            cancelar.clone(),
+        ));
         let mut acordado_em: Option<Instant> = None;
         let mut espera_rapida = PRIMEIRA_OLHADA;
         // The listener lives as long as this loop (a JoinSet aborts its tasks when dropped, so
@@ -258,7 +283,7 @@ impl<DB: Banco> Motor<DB> {
             tokio::pin!(acordar);
             acordar.as_mut().enable();
             while let Some(Ok((id, _))) = em_voo.try_join_next_with_id() {
-                leases.remove(&id);
+                leases.remover(id);
             }
             if Instant::now() >= proximo_heartbeat {
                 match DB::registrar_app(&self.pool, &app, tipos).await {
@@ -322,9 +347,9 @@ impl<DB: Banco> Motor<DB> {
                         reivindicadas = linhas.len();
                         cheia = reivindicadas == lote;
                         for linha in linhas {
-                            let par = (linha.id, token);
+                            let id = linha.id;
                             let tarefa = em_voo.spawn(self.iniciar_entrega(linha, token));
-                            leases.insert(tarefa.id(), par);
+                            leases.inserir(tarefa.id(), id, token);
                         }
                     }
                     Err(erro) => {
@@ -337,7 +362,7 @@ impl<DB: Banco> Motor<DB> {
                 if let Some(tx) = lider {
                     // Lead until this round is delivered, then step down for the next election.
                     while let Some(Ok((id, _))) = em_voo.join_next_with_id().await {
-                        leases.remove(&id);
+                        leases.remover(id);
                     }
                     let _ = tx.commit().await;
                 }
@@ -369,7 +394,7 @@ impl<DB: Banco> Motor<DB> {
                     espera_rapida = PRIMEIRA_OLHADA;
                 }
                 Some(Ok((id, _))) = em_voo.join_next_with_id(), if !em_voo.is_empty() && livres == 0 => {
-                    leases.remove(&id);
+                    leases.remover(id);
                 }
                 _ = sleep_until(ate) => {}
             }
@@ -381,7 +406,7 @@ impl<DB: Banco> Motor<DB> {
         let _ = timeout(prazo, async {
             while let Some(resultado) = em_voo.join_next_with_id().await {
                 if let Ok((id, _)) = resultado {
-                    leases.remove(&id);
+                    leases.remover(id);
                 }
             }
         })
@@ -389,17 +414,21 @@ impl<DB: Banco> Motor<DB> {
         em_voo.abort_all();
         while let Some(resultado) = em_voo.join_next_with_id().await {
             if let Ok((id, _)) = resultado {
-                leases.remove(&id);
+                leases.remover(id);
             }
         }
         // What was claimed but not settled goes back, due now, its attempt not counted.
         let mut devolvidas = 0;
-        for (id, token) in leases.into_values() {
+        for (id, token) in leases.esvaziar() {
             if matches!(DB::liberar(&self.pool, id, token).await, Ok(true)) {
                 devolvidas += 1;
             }
         }
-        tracing::info!(%app, devolvidas, "mensageria relay stopped");
+        vigia.abort_all();
+        if let Err(erro) = DB::parar_instancia(&self.pool, &self.instancia).await {
+            tracing::warn!(error = %erro, "mensageria relay: could not record this instance as stopped; operators will see it as dead until it is removed");
+        }
+        tracing::info!(%app, instancia = %self.instancia, devolvidas, "mensageria relay stopped");
         inicio.elapsed()
     }
 }
@@ -492,12 +521,20 @@ async fn entregar<DB: Banco>(
     async move {
         let tipo = linha.tipo.clone();
         let resultado = enviar(&config, recursos, &linha).await;
+        // Whether the tipo's circuit was open when this delivery ended: then this was a probe (or
+        // a delivery that started before the circuit opened), and a temporary failure is the
+        // destination's, not the message's.
+        let aberto = circuitos.lock().expect("circuit lock").aberto(&tipo);
         let circuito = |falhou: bool| {
             let mut circuitos = circuitos.lock().expect("circuit lock");
             if !falhou {
-                circuitos.sucesso(&tipo);
-            } else if circuitos.falha(&tipo, Instant::now()) {
-                tracing::warn!(tipo = %tipo, "mensageria relay: the destination of this tipo keeps failing; circuit open, probing with one message per cool-down");
+                circuitos.sucesso(&tipo, Instant::now());
+                None
+            } else {
+                if circuitos.falha(&tipo, Instant::now()) {
+                    tracing::warn!(tipo = %tipo, espera = ?circuitos.espera(&tipo), "mensageria relay: the destination of this tipo is failing; circuit open, probing with one message per cool-down");
+                }
+                circuitos.espera(&tipo)
             }
         };
         let liquidacao = match resultado {
@@ -512,7 +549,7 @@ async fn entregar<DB: Banco>(
                 if config.ensaio.perder_primeiro_ack && linha.tentativas <= 1 {
                     // Test switch: the ack "got lost"; the row is due again at once.
                     let perdido = "ensaio: ack lost on purpose";
-                    liquidar(|| DB::reagendar(&pool, linha.id, token, 0, perdido), Desfecho::Reagendada).await
+                    liquidar(|| DB::reagendar(&pool, linha.id, token, 0, perdido, true), Desfecho::Reagendada).await
                 } else {
                     liquidar(|| confirmacoes.confirmar(&pool, linha.id, token), Desfecho::Entregue).await
                 }
@@ -522,6 +559,15 @@ async fn entregar<DB: Banco>(
                 tracing::error!(motivo = %motivo, "mensageria relay: permanent failure; message moved to dead letters");
                 metrics::counter!("mensageria_dead_lettered_total", "tipo" => tipo.clone()).increment(1);
                 liquidar(|| DB::matar(&pool, linha.id, token, &motivo, &config.app), Desfecho::Morta).await
+            }
+            Err(FalhaEnvio::Temporaria { motivo, tentar_apos }) if aberto => {
+                // A probe of a destination that is down: try again at the circuit's pace, and
+                // give the attempt back (an outage must not walk messages to the dead letters).
+                let espera = circuito(true).unwrap_or(config.backoff_base);
+                let espera = tentar_apos.map_or(espera, |pedida| pedida.max(espera));
+                tracing::warn!(motivo = %motivo, nova_tentativa_em = ?espera, "mensageria relay: probe failed; the destination is still down");
+                let atraso_ms = espera.as_millis() as i64;
+                liquidar(|| DB::reagendar(&pool, linha.id, token, atraso_ms, &motivo, false), Desfecho::Reagendada).await
             }
             Err(FalhaEnvio::Temporaria { motivo, tentar_apos }) => {
                 circuito(true);
@@ -537,7 +583,7 @@ async fn entregar<DB: Banco>(
                     tracing::warn!(motivo = %motivo, nova_tentativa_em = ?espera, "mensageria relay: temporary failure; will retry");
                     metrics::counter!("mensageria_retried_total", "tipo" => tipo.clone()).increment(1);
                     let atraso_ms = espera.as_millis() as i64;
-                    liquidar(|| DB::reagendar(&pool, linha.id, token, atraso_ms, &motivo), Desfecho::Reagendada).await
+                    liquidar(|| DB::reagendar(&pool, linha.id, token, atraso_ms, &motivo, true), Desfecho::Reagendada).await
                 }
             }
         };

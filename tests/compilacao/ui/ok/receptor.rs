@@ -65,3 +65,22 @@ fn main() {
         encerrar(&mut tx, Encerramento { cnpj: "1".into(), chave_mdfe: "2".into() }).await
     };
 }
+
+// Exact key parts of every kind: big integers, exact JSON text, options, lists, uuids.
+#[derive(Deserialize)]
+pub struct Exato {
+    pub grande: u128,
+    pub cru: Box<serde_json::value::RawValue>,
+    pub talvez: Option<i64>,
+    pub lista: Vec<String>,
+    pub id: uuid::Uuid,
+}
+
+#[receptor(
+    tipo = "chave.exata",
+    chave_natural = (evento.grande, evento.cru, evento.talvez, evento.lista, evento.id)
+)]
+async fn exato(_tx: &mut Transaction<'_, Sqlite>, evento: Exato) -> Result<(), Rejeicao> {
+    let _ = evento.grande;
+    Ok(())
+}

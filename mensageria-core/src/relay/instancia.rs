@@ -1,0 +1,116 @@
+//! The relay instance's life in the database: the leases of its deliveries in flight, renewed
+//! while they run, and its heartbeat, through which it takes back the rows of dead siblings.
+//!
+//! Every `lease / 4` one task ([`vigiar`]) renews the leases of every delivery still running in
+//! one statement (fenced by each row's token, so a row settled or reclaimed meanwhile is not
+//! touched), writes the instance's heartbeat, and gives back at once the rows held by instances
+//! of the same app whose heartbeat is older than `lease / 2` and that did not stop gracefully.
+//! A live relay's slow delivery is never taken away; a dead relay's rows come back in seconds.
+//! The task lives inside the relay's loop, so a relay that is aborted (or whose process is
+//! killed) stops renewing at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sqlx::Pool;
+use tokio::task::Id;
+use tokio_util::sync::CancellationToken;
+
+use super::Config;
+use crate::Banco;
+
+/// The leases of the deliveries in flight: per delivery task, `(row id, fencing token)`.
+#[derive(Clone, Default)]
+pub(crate) struct Leases(Arc<Mutex<HashMap<Id, (i64, i64)>>>);
+
+impl Leases {
+    pub(crate) fn inserir(&self, tarefa: Id, id: i64, token: i64) {
+        self.0
+            .lock()
+            .expect("lease lock")
+            .insert(tarefa, (id, token));
+    }
+
+    pub(crate) fn remover(&self, tarefa: Id) {
+        self.0.lock().expect("lease lock").remove(&tarefa);
+    }
+
+    /// Every `(id, token)` in flight.
+    pub(crate) fn pares(&self) -> Vec<(i64, i64)> {
+        self.0
+            .lock()
+            .expect("lease lock")
+            .values()
+            .copied()
+            .collect()
+    }
+
+    /// Takes every `(id, token)` left (at shutdown, to give them back).
+    pub(crate) fn esvaziar(&self) -> Vec<(i64, i64)> {
+        self.0
+            .lock()
+            .expect("lease lock")
+            .drain()
+            .map(|(_, par)| par)
+            .collect()
+    }
+}
+
+/// Renews the leases in flight and beats the instance's heart until `cancelar`.
+pub(crate) async fn vigiar<DB: Banco>(
+    pool: Pool<DB>,
+    config: Config,
+    instancia: String,
+    leases: Leases,
+    cancelar: CancellationToken,
+) {
+    let passo = config.passo_de_renovacao();
+    let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
+    let morta_apos_ms = i64::try_from(config.morta_apos().as_millis()).unwrap_or(i64::MAX);
+    let mut falhas_seguidas = 0_u32;
+    loop {
+        tokio::select! {
+            _ = cancelar.cancelled() => return,
+            _ = tokio::time::sleep(passo) => {}
+        }
+        let pares = leases.pares();
+        let renovacao = if pares.is_empty() {
+            Ok(0)
+        } else {
+            DB::renovar_leases(&pool, &pares, lease_ms).await
+        };
+        let batimento = DB::bater_instancia(&pool, &instancia, &config.app, morta_apos_ms).await;
+        match (&renovacao, &batimento) {
+            (Ok(renovadas), Ok(recuperadas)) => {
+                falhas_seguidas = 0;
+                if (*renovadas as usize) < pares.len() {
+                    tracing::debug!(
+                        renovadas,
+                        em_voo = pares.len(),
+                        "mensageria relay: some leases were not renewed (settled or fenced meanwhile)"
+                    );
+                }
+                if *recuperadas > 0 {
+                    tracing::info!(
+                        app = %config.app,
+                        recuperadas,
+                        "mensageria relay: took back the rows of a dead instance of this app"
+                    );
+                    super::acordar();
+                }
+            }
+            _ => {
+                falhas_seguidas += 1;
+                // Once per outage, and again if it lasts long enough to cost the leases.
+                if falhas_seguidas == 1 || falhas_seguidas == 4 {
+                    let erro = renovacao.err().or(batimento.err());
+                    tracing::warn!(
+                        error = ?erro.map(|e| e.to_string()),
+                        falhas_seguidas,
+                        "mensageria relay: could not renew leases or write the heartbeat; deliveries in flight may be redelivered by another relay if this lasts a lease"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! A receiving app for outside clients of the OpenAPI document (`scripts/schemathesis`): three
+//! receptores on a SQLite file, served with `mensageria_axum::servir` on 127.0.0.1.
+//!
+//! - `contrato.fechamento`: a payload deriving `utoipa::ToSchema`, with required fields and a
+//!   nested object, keyed by two of them;
+//! - `contrato.aviso`: an opaque payload (no `ToSchema`) that refuses `{}` and unknown keys,
+//!   with enums, a tuple, a map, options and a default: documented by tracing its `Deserialize`;
+//! - `contrato.cadastro`: convergent (`versao`), with a schema.
+//!
+//! Each applies by inserting one row into `efeito`. Prints the address it listens on
+//! (`127.0.0.1:PORT`) on stdout, then serves until killed.
+//!
+//! ```text
+//! servidor-openapi [PORT] [--banco FILE] [--token TOKEN]
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Parser;
+use mensageria_axum::{Config, Rejeicao, receptor};
+use mensageria_core::sqlx::{self, Sqlite, Transaction};
+use serde::Deserialize;
+
+#[derive(Parser)]
+#[command(about = "mensageria receptores for outside OpenAPI clients")]
+struct Argumentos {
+    /// The port on 127.0.0.1 (0: any free one).
+    #[arg(default_value_t = 0)]
+    porta: u16,
+    /// The SQLite file (created and migrated); a temporary one when absent.
+    #[arg(long)]
+    banco: Option<PathBuf>,
+    /// The bearer token accepted.
+    #[arg(long, env = "MENSAGERIA_TOKEN", default_value = "t0k")]
+    token: String,
+}
+
+/// The closing of a contract.
+#[derive(Deserialize, utoipa::ToSchema)]
+struct Fechamento {
+    /// The issuer.
+    cnpj: String,
+    /// The contract's key.
+    chave: String,
+    /// The amount, in cents.
+    valor_centavos: i64,
+    local: Local,
+    /// Free text.
+    observacao: Option<String>,
+}
+
+/// Where it happened.
+#[derive(Deserialize, utoipa::ToSchema)]
+struct Local {
+    municipio: String,
+    uf: String,
+}
+
+/// A notice with no `ToSchema`: its schema is traced from `Deserialize`. `{}` is refused
+/// (missing fields), and so are unknown keys; the shapes cover what the tracer follows.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Aviso {
+    id: String,
+    origem: Origem,
+    motivo: Motivo,
+    parcelas: Vec<u8>,
+    faixa: (u16, i8),
+    rotulos: BTreeMap<String, bool>,
+    marca: Option<char>,
+    #[serde(default)]
+    peso_relativo: f64,
+    repetido: Repetido,
+}
+
+#[derive(Deserialize)]
+enum Origem {
+    Manual,
+    Automatica,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Motivo {
+    Nenhum,
+    Texto(String),
+    Codigo {
+        numero: u32,
+        detalhe: Option<String>,
+    },
+    Par(bool, i16),
+}
+
+#[derive(Deserialize)]
+struct Repetido(u64);
+
+/// An entity changed; the newest revision wins.
+#[derive(Deserialize, utoipa::ToSchema)]
+struct Cadastro {
+    entidade: i64,
+    revisao: i64,
+}
+
+async fn registrar(
+    tx: &mut Transaction<'_, Sqlite>,
+    tipo: &str,
+    dado: String,
+) -> Result<(), Rejeicao> {
+    sqlx::query("INSERT INTO efeito (tipo, dado) VALUES ($1, $2)")
+        .bind(tipo)
+        .bind(dado)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+#[receptor(tipo = "contrato.fechamento", chave_natural = (evento.cnpj, evento.chave))]
+async fn fechar(tx: &mut Transaction<'_, Sqlite>, evento: Fechamento) -> Result<(), Rejeicao> {
+    let dado = format!(
+        "{} {} {} {}/{} {:?}",
+        evento.cnpj,
+        evento.chave,
+        evento.valor_centavos,
+        evento.local.municipio,
+        evento.local.uf,
+        evento.observacao
+    );
+    registrar(tx, "contrato.fechamento", dado).await
+}
+
+#[receptor(tipo = "contrato.aviso", chave_natural = evento.id)]
+async fn avisar(tx: &mut Transaction<'_, Sqlite>, evento: Aviso) -> Result<(), Rejeicao> {
+    let origem = match evento.origem {
+        Origem::Manual => "manual",
+        Origem::Automatica => "automatica",
+    };
+    let motivo = match evento.motivo {
+        Motivo::Nenhum => "nenhum".to_owned(),
+        Motivo::Texto(texto) => texto,
+        Motivo::Codigo { numero, detalhe } => format!("{numero} {detalhe:?}"),
+        Motivo::Par(sim, n) => format!("{sim} {n}"),
+    };
+    let dado = format!(
+        "{} {origem} {motivo} {:?} {:?} {:?} {:?} {} {}",
+        evento.id,
+        evento.parcelas,
+        evento.faixa,
+        evento.rotulos,
+        evento.marca,
+        evento.peso_relativo,
+        evento.repetido.0
+    );
+    registrar(tx, "contrato.aviso", dado).await
+}
+
+#[receptor(tipo = "contrato.cadastro", chave_natural = evento.entidade, versao = evento.revisao)]
+async fn cadastrar(tx: &mut Transaction<'_, Sqlite>, evento: Cadastro) -> Result<(), Rejeicao> {
+    registrar(
+        tx,
+        "contrato.cadastro",
+        format!("{} {}", evento.entidade, evento.revisao),
+    )
+    .await
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let argumentos = Argumentos::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+
+    let (_temporario, caminho) = match argumentos.banco {
+        Some(caminho) => (None, caminho),
+        None => {
+            let dir = tempfile::tempdir()?;
+            let caminho = dir.path().join("servidor-openapi.db");
+            (Some(dir), caminho)
+        }
+    };
+    let pool = mensageria_core::banco::sqlite::abrir(&caminho).await?;
+    mensageria_core::migrar(&pool).await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS efeito (id INTEGER PRIMARY KEY, tipo TEXT NOT NULL, dado TEXT NOT NULL)",
+    )
+    .execute(&pool)
+    .await?;
+
+    let app = mensageria_axum::router(pool, Config::new([argumentos.token]))?;
+    let ouvinte = tokio::net::TcpListener::bind(("127.0.0.1", argumentos.porta)).await?;
+    let endereco = ouvinte.local_addr()?;
+    let mut saida = std::io::stdout().lock();
+    writeln!(saida, "{endereco}")?;
+    saida.flush()?;
+    drop(saida);
+    mensageria_axum::servir(ouvinte, app).await?;
+    Ok(())
+}

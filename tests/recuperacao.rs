@@ -1,0 +1,528 @@
+//! Recovery in seconds, observed from the outside:
+//!
+//! - a delivery slower than the lease is never taken from the live relay that runs it (its lease
+//!   is renewed), so a short default lease is safe;
+//! - a sibling instance of the same app takes a dead instance's rows back once its heartbeat is
+//!   half a lease old, before the lease would end;
+//! - an instance restarted under the same stable name takes its rows back at once;
+//! - a graceful shutdown records the instance as stopped;
+//! - a destination down for 20 s is back in use within a few seconds of returning (the circuit's
+//!   cool-down is capped), and an outage does not walk messages to the dead letters;
+//! - SIGKILL of a child-process replica running the library's defaults, with deliveries in
+//!   flight: every one of its messages applied within 10 s, exactly once.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use mensageria_core::relay::{Config, Relay};
+use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
+use mensageria_testes::servidor::{Resposta, Servidor};
+use mensageria_testes::{PgIsolado, esperar_ate, nos_dois_bancos};
+use serde::{Deserialize, Serialize};
+
+#[path = "comum/apps_ab.rs"]
+mod apps_ab;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Pedido {
+    n: i64,
+}
+
+#[enviador(tipo = "recuperacao.pedido")]
+async fn enviar_pedido(evento: Pedido, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<Destino>()?.postar(&evento, ctx).await
+}
+
+fn destino(servidor: &Servidor) -> Destino {
+    Destino::new(&servidor.url())
+        .unwrap()
+        .com_tempo_limite(Duration::from_secs(60))
+}
+
+async fn pendentes<DB: mensageria_core::Banco>(pool: &sqlx::Pool<DB>) -> i64
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    i64: sqlx::Type<DB> + for<'r> sqlx::Decode<'r, DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    sqlx::query_scalar("SELECT count(*) FROM mensageria_saida")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn enfileirar_pedidos<DB: mensageria_core::Banco>(pool: &sqlx::Pool<DB>, quantos: i64)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    for n in 0..quantos {
+        let mut tx = pool.begin().await.unwrap();
+        enfileirar(&mut *tx, &Pedido { n }).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+}
+
+/// Waits until the saída is empty, failing after `limite`; returns how long it took.
+async fn esperar_vazia<DB: mensageria_core::Banco>(
+    pool: &sqlx::Pool<DB>,
+    limite: Duration,
+) -> Duration
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    i64: sqlx::Type<DB> + for<'r> sqlx::Decode<'r, DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    let inicio = Instant::now();
+    esperar_ate(limite, || async { pendentes(pool).await == 0 }).await;
+    inicio.elapsed()
+}
+
+/// Every 2xx the server gave, per message id: each exactly once.
+fn cada_um_uma_vez(servidor: &Servidor, esperados: usize) {
+    let aceitas = servidor.aceitas_por_id();
+    assert_eq!(aceitas.len(), esperados, "{aceitas:?}");
+    assert!(aceitas.values().all(|&n| n == 1), "{aceitas:?}");
+}
+
+nos_dois_bancos! {
+    async fn entrega_mais_lenta_que_o_lease_nao_e_tomada_de_um_relay_vivo(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Demorar(Duration::from_millis(2500)));
+        enfileirar_pedidos(&db.pool, 4).await;
+        // Lease 800 ms, renewed every 200 ms; each delivery takes 2.5 s, three leases.
+        let config = || {
+            Config::new("recuperacao")
+                .com_lease(Duration::from_millis(800))
+                .com_intervalo(Duration::from_millis(50))
+                .com_tempo_limite_envio(Duration::from_secs(30))
+        };
+        let a = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        let b = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        esperar_vazia(&db.pool, Duration::from_secs(30)).await;
+        a.shutdown(Duration::from_secs(5)).await;
+        b.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(servidor.recebidas().len(), 4, "no delivery was taken over and sent again");
+        cada_um_uma_vez(&servidor, 4);
+    }
+}
+
+nos_dois_bancos! {
+    async fn irmao_toma_as_linhas_de_uma_instancia_morta(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Demorar(Duration::from_secs(120)));
+        enfileirar_pedidos(&db.pool, 5).await;
+        // Lease 8 s: the dead instance's rows must come back well before it ends.
+        let config = || {
+            Config::new("recuperacao")
+                .com_lease(Duration::from_secs(8))
+                .com_intervalo(Duration::from_millis(50))
+                .com_tempo_limite_envio(Duration::from_secs(300))
+        };
+        let morta = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        let pool = db.pool.clone();
+        esperar_ate(Duration::from_secs(10), || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    == 5
+            }
+        })
+        .await;
+        // A crash with five deliveries in flight, then a sibling of the same app.
+        morta.abortar();
+        let morte = Instant::now();
+        servidor.responder(Resposta::Ok);
+        let irmao = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        esperar_vazia(&db.pool, Duration::from_secs(30)).await;
+        let tempo = morte.elapsed();
+        irmao.shutdown(Duration::from_secs(5)).await;
+        println!("rows of the dead instance applied {tempo:?} after its death (lease 8 s)");
+        assert!(tempo < Duration::from_secs(8), "taken back before the lease ended: {tempo:?}");
+        let recuperadas: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM mensageria_instancias WHERE recuperada_em IS NOT NULL",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(recuperadas, 1, "the dead instance is recorded as taken over");
+        let aceitas = servidor.aceitas_por_id();
+        assert_eq!(aceitas.len(), 5);
+    }
+}
+
+nos_dois_bancos! {
+    async fn instancia_reiniciada_com_o_mesmo_nome_retoma_as_suas_linhas_na_hora(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Demorar(Duration::from_secs(120)));
+        enfileirar_pedidos(&db.pool, 5).await;
+        let config = || {
+            Config::new("recuperacao")
+                .com_instancia("pod-0")
+                .com_lease(Duration::from_secs(60))
+                .com_intervalo(Duration::from_millis(50))
+                .com_tempo_limite_envio(Duration::from_secs(300))
+        };
+        let antes = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        let pool = db.pool.clone();
+        esperar_ate(Duration::from_secs(10), || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM mensageria_saida WHERE lease_dono = 'recuperacao@pod-0'",
+                )
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                    == 5
+            }
+        })
+        .await;
+        antes.abortar();
+        servidor.responder(Resposta::Ok);
+        let inicio = Instant::now();
+        let depois = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        esperar_vazia(&db.pool, Duration::from_secs(30)).await;
+        let tempo = inicio.elapsed();
+        depois.shutdown(Duration::from_secs(5)).await;
+        println!("restarted instance applied its 5 rows in {tempo:?} (lease 60 s)");
+        assert!(tempo < Duration::from_secs(10), "{tempo:?}");
+        assert_eq!(servidor.aceitas_por_id().len(), 5);
+    }
+}
+
+nos_dois_bancos! {
+    async fn parada_graciosa_fica_registrada(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let relay = Relay::new(db.pool.clone(), Config::new("recuperacao").com_instancia("web-1"))
+            .spawn()
+            .unwrap();
+        let pool = db.pool.clone();
+        esperar_ate(Duration::from_secs(10), || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("SELECT count(*) FROM mensageria_instancias WHERE parada_em IS NULL")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    == 1
+            }
+        })
+        .await;
+        relay.shutdown(Duration::from_secs(5)).await;
+        let (instancia, parada): (String, bool) = sqlx::query_as(
+            "SELECT instancia, parada_em IS NOT NULL FROM mensageria_instancias",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!((instancia.as_str(), parada), ("recuperacao@web-1", true));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destino_fora_do_ar_por_20_s_volta_a_ser_usado_em_segundos() {
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let servidor = Servidor::iniciar().await;
+    servidor.responder(Resposta::Status(503, None));
+    enfileirar_pedidos(&db.pool, 20).await;
+    // The library's defaults (circuit, backoff, lease), as a user runs it.
+    let relay = Relay::new(db.pool.clone(), Config::new("recuperacao"))
+        .recurso(destino(&servidor))
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let durante = servidor.recebidas().len();
+    servidor.responder(Resposta::Ok);
+    let tempo = esperar_vazia(&db.pool, Duration::from_secs(30)).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    println!(
+        "destination down 20 s: {durante} requests while down; everything applied {tempo:?} after it came back"
+    );
+    assert!(tempo <= Duration::from_secs(5), "{tempo:?}");
+    // While down it got about one probe per cool-down (2 s cap), not a retry storm.
+    assert!(durante < 60, "{durante} requests in 20 s of outage");
+    let mortas: i64 = sqlx::query_scalar("SELECT count(*) FROM mensageria_mortas")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(mortas, 0);
+    cada_um_uma_vez(&servidor, 20);
+    db.descartar().await;
+}
+
+/// A child-process replica of `app-a` with the library's defaults and a stable instance name.
+struct Replica(std::process::Child);
+
+impl Replica {
+    async fn iniciar(schema: &str, destino: &str, instancia: &str) -> Self {
+        Self::iniciar_com(schema, destino, instancia, false).await
+    }
+
+    async fn iniciar_com(schema: &str, destino: &str, instancia: &str, lider: bool) -> Self {
+        use std::io::BufRead;
+        let mut comando = std::process::Command::new(env!("CARGO_BIN_EXE_app-a"));
+        if lider {
+            comando.env("MENSAGERIA_TESTE_LIDER", "1");
+        }
+        let mut filho = comando
+            .env("DATABASE_URL", mensageria_testes::database_url())
+            .env("MENSAGERIA_TESTE_SCHEMA", schema)
+            .env("MENSAGERIA_TESTE_DESTINO", destino)
+            .env("MENSAGERIA_TESTE_PADRAO", "1")
+            .env("MENSAGERIA_INSTANCE", instancia)
+            .env("RUST_LOG", "off")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start app-a");
+        let saida = filho.stdout.take().expect("stdout");
+        let linha = tokio::task::spawn_blocking(move || {
+            let mut linha = String::new();
+            std::io::BufReader::new(saida)
+                .read_line(&mut linha)
+                .map(|_| linha)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(linha.trim(), "pronto");
+        Self(filho)
+    }
+
+    fn matar(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.matar();
+    }
+}
+
+/// The receptor of `faltas.a` on the test's schema, each request held 300 ms so that deliveries
+/// are in flight when a kill comes; returns its base URL.
+async fn receptor_lento(db: &PgIsolado) -> String {
+    sqlx::query("CREATE TABLE efeito (n BIGINT NOT NULL)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let app = mensageria_axum::router(
+        db.outro_pool(4).await,
+        mensageria_axum::Config::new(["faltas-token"]),
+    )
+    .unwrap()
+    .layer(axum::middleware::from_fn(
+        |pedido: axum::extract::Request, proximo: axum::middleware::Next| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            proximo.run(pedido).await
+        },
+    ));
+    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", ouvinte.local_addr().unwrap());
+    tokio::spawn(std::future::IntoFuture::into_future(
+        mensageria_axum::servir(ouvinte, app),
+    ));
+    url
+}
+
+/// Enqueues `faltas.a` events `de..ate`.
+async fn enfileirar_a(pool: &sqlx::PgPool, de: i64, ate: i64) {
+    for n in de..ate {
+        let mut tx = pool.begin().await.unwrap();
+        enfileirar(&mut *tx, &apps_ab::EventoA { n }).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+}
+
+/// Every `faltas.a` event `0..total` applied exactly once.
+async fn cada_evento_uma_vez(pool: &sqlx::PgPool, total: i64) {
+    let (linhas, distintas): (i64, i64) =
+        sqlx::query_as("SELECT count(*), count(DISTINCT n) FROM efeito")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!((linhas, distintas), (total, total), "applied twice or lost");
+    let aplicados: HashSet<i64> = sqlx::query_scalar::<_, i64>("SELECT n FROM efeito")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(aplicados, (0..total).collect::<HashSet<_>>());
+}
+
+/// How many kills the SIGKILL scenarios do: 3 in the suite, more for a distribution
+/// (`MENSAGERIA_TESTE_MORTES=20`).
+fn mortes() -> usize {
+    std::env::var("MENSAGERIA_TESTE_MORTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_do_lider_com_entregas_em_voo_drena_em_segundos() {
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let url = receptor_lento(&db).await;
+    let mut replicas = [
+        Some(Replica::iniciar_com(&db.schema, &url, "r0-0", true).await),
+        Some(Replica::iniciar_com(&db.schema, &url, "r1-0", true).await),
+    ];
+    let mut tempos = Vec::new();
+    let mut total = 0_i64;
+    for rodada in 1..=mortes() {
+        enfileirar_a(&db.pool, total, total + 60).await;
+        total += 60;
+        // The replica delivering now is the one holding leases (`app-a@r<i>-<n>`).
+        let inicio = Instant::now();
+        let lider = loop {
+            let dono: Option<String> = sqlx::query_scalar(
+                "SELECT max(lease_dono) FROM mensageria_saida WHERE lease_token IS NOT NULL",
+            )
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            if let Some(dono) = dono {
+                break dono;
+            }
+            assert!(
+                inicio.elapsed() < Duration::from_secs(20),
+                "no replica delivered"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let indice = usize::from(lider.starts_with("app-a@r1"));
+        if let Some(mut replica) = replicas[indice].take() {
+            replica.matar();
+        }
+        let morte = Instant::now();
+        let pool = db.pool.clone();
+        esperar_ate(Duration::from_secs(120), || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("SELECT count(DISTINCT n) FROM efeito")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    == total
+            }
+        })
+        .await;
+        tempos.push(morte.elapsed());
+        // The killed replica comes back (a new process, a new name) for the next kill.
+        let nome = format!("r{indice}-{rodada}");
+        replicas[indice] = Some(Replica::iniciar_com(&db.schema, &url, &nome, true).await);
+    }
+    let mut ordenados = tempos.clone();
+    ordenados.sort();
+    println!(
+        "leader mode, SIGKILL of the delivering replica: drained after {ordenados:?} (median {:?}, max {:?})",
+        ordenados[ordenados.len() / 2],
+        ordenados[ordenados.len() - 1]
+    );
+    assert!(
+        ordenados[ordenados.len() - 1] <= Duration::from_secs(10),
+        "{ordenados:?}"
+    );
+    cada_evento_uma_vez(&db.pool, total).await;
+    db.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_de_uma_replica_com_entregas_em_voo_se_recupera_em_segundos() {
+    use apps_ab::EventoA;
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let url = receptor_lento(&db).await;
+
+    let mut tempos = Vec::new();
+    let mut total = 0_i64;
+    let _sobrevivente = Replica::iniciar(&db.schema, &url, "sobrevivente").await;
+    for rodada in 0..mortes() {
+        let vitima_nome = format!("vitima-{rodada}");
+        let mut vitima = Replica::iniciar(&db.schema, &url, &vitima_nome).await;
+        for _ in 0..60 {
+            let mut tx = db.pool.begin().await.unwrap();
+            enfileirar(&mut *tx, &EventoA { n: total }).await.unwrap();
+            tx.commit().await.unwrap();
+            total += 1;
+        }
+        // Kill the victim once it holds deliveries in flight.
+        let dono = format!("app-a@{vitima_nome}");
+        let pool = db.pool.clone();
+        let dono_ = dono.clone();
+        esperar_ate(Duration::from_secs(20), || {
+            let (pool, dono) = (pool.clone(), dono_.clone());
+            async move {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM mensageria_saida WHERE lease_dono = $1",
+                )
+                .bind(dono)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                    >= 3
+            }
+        })
+        .await;
+        vitima.matar();
+        let morte = Instant::now();
+        let dela: Vec<i64> = sqlx::query_scalar(
+            "SELECT (payload->>'n')::int8 FROM mensageria_saida WHERE lease_dono = $1",
+        )
+        .bind(&dono)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        let pool = db.pool.clone();
+        let dela_ = dela.clone();
+        esperar_ate(Duration::from_secs(30), || {
+            let (pool, dela) = (pool.clone(), dela_.clone());
+            async move {
+                let aplicados: i64 =
+                    sqlx::query_scalar("SELECT count(DISTINCT n) FROM efeito WHERE n = ANY($1)")
+                        .bind(dela.clone())
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap();
+                aplicados == dela.len() as i64
+            }
+        })
+        .await;
+        tempos.push(morte.elapsed());
+    }
+    esperar_vazia(&db.pool, Duration::from_secs(60)).await;
+    println!(
+        "SIGKILL with deliveries in flight, library defaults: its messages applied after {tempos:?}"
+    );
+    for tempo in &tempos {
+        assert!(*tempo <= Duration::from_secs(10), "{tempos:?}");
+    }
+    // Nothing lost, nothing applied twice.
+    let (linhas, distintas): (i64, i64) =
+        sqlx::query_as("SELECT count(*), count(DISTINCT n) FROM efeito")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!((linhas, distintas), (total, total));
+    let esperados: HashSet<i64> = (0..total).collect();
+    let aplicados: HashSet<i64> = sqlx::query_scalar::<_, i64>("SELECT n FROM efeito")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(aplicados, esperados);
+    db.descartar().await;
+}
