@@ -93,7 +93,7 @@ pub use versao::Versao;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::chave::{chave, parte};
-    pub use crate::openapi::{EsquemaGenerico, Sonda};
+    pub use crate::openapi::{EsquemaGenerico, Sonda, rastrear_receptor};
     pub use crate::rotas::montar;
     pub use crate::versao::versao;
     pub use inventory;

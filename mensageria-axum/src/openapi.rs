@@ -44,7 +44,7 @@ impl<T> Default for Sonda<T> {
 
 impl<T: utoipa::ToSchema> Sonda<T> {
     #[doc(hidden)]
-    pub fn esquema(&self) -> EsquemaEvento {
+    pub fn esquema(&self, _rastrear: fn() -> Option<Schema>) -> EsquemaEvento {
         let mut componentes = Vec::new();
         T::schemas(&mut componentes);
         let nome = T::name();
@@ -63,16 +63,25 @@ impl<T: utoipa::ToSchema> Sonda<T> {
 
 #[doc(hidden)]
 pub trait EsquemaGenerico {
-    fn esquema(&self) -> EsquemaEvento;
+    /// `rastrear` traces the payload's schema (it is [`rastrear_receptor`] of the receptor,
+    /// whose payload is `Deserialize` by the `Receptor` trait's own bound: no bound here, so a
+    /// payload without `Deserialize` gets only the one clear error on the receptor).
+    fn esquema(&self, rastrear: fn() -> Option<Schema>) -> EsquemaEvento;
+}
+
+/// For generated code: the traced schema of receptor `R`'s payload.
+#[doc(hidden)]
+pub fn rastrear_receptor<R: crate::Receptor>() -> Option<Schema> {
+    rastreio::rastrear::<R::Evento>()
 }
 
 /// A payload without `ToSchema`: its schema is traced from its `Deserialize` (module `rastreio`),
 /// so the document promises what the receptor accepts — `{}` is not "valid" for a type that
 /// refuses it. A type the tracer cannot follow is documented as unpublished, never as an
 /// arbitrary object.
-impl<T: serde::de::DeserializeOwned> EsquemaGenerico for &Sonda<T> {
-    fn esquema(&self) -> EsquemaEvento {
-        let esquema = match rastreio::rastrear::<T>() {
+impl<T> EsquemaGenerico for &Sonda<T> {
+    fn esquema(&self, rastrear: fn() -> Option<Schema>) -> EsquemaEvento {
+        let esquema = match rastrear() {
             Some(esquema) => esquema,
             None => Schema::Object(
                 ObjectBuilder::new()
