@@ -17,7 +17,7 @@ use mensageria_core::teste::{ModoProxy, ProxyDeFalhas};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::PgIsolado;
 use mensageria_testes::faltas::{
-    FalhaResposta, Filho, Lado, Linha, TABELAS, produzir_com, verificar,
+    FalhaResposta, Filho, Lado, Linha, OutroHost, TABELAS, produzir_com, verificar,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, Transaction};
@@ -230,15 +230,7 @@ impl Cenario {
         mensagens: i64,
         curar: impl FnOnce(&Self),
     ) -> Linha {
-        let relay = self
-            .relay(self.pg.outro_pool(4).await, self.config("emissor"))
-            .spawn()
-            .unwrap();
-        let tentadas = self.produzir(&self.pg.pool, 0..mensagens, 4, nenhum).await;
-        while self.aplicadas().await < tentadas as i64 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        curar(&self);
+        let (relay, tentadas) = self.aplicar_sob_falha(mensagens, curar).await;
         let linha = self
             .drenar_e_concluir(relay, descricao, tentadas, String::new())
             .await;
@@ -247,6 +239,34 @@ impl Cenario {
             "the fault caused no redelivery: {linha:#?}"
         );
         linha
+    }
+
+    /// The first half of [`sob_falha_ate_aplicar`](Self::sob_falha_ate_aplicar): a relay runs
+    /// while `mensagens` are produced under the fault already set; once every message was
+    /// applied at least once (or none is left in the saída: one that left it unapplied is lost,
+    /// which the checker then reports), `curar` heals the fault. Returns the running relay and
+    /// the attempts.
+    async fn aplicar_sob_falha(
+        &self,
+        mensagens: i64,
+        curar: impl FnOnce(&Self),
+    ) -> (RelayHandle, u64) {
+        let relay = self
+            .relay(self.pg.outro_pool(4).await, self.config("emissor"))
+            .spawn()
+            .unwrap();
+        let tentadas = self.produzir(&self.pg.pool, 0..mensagens, 4, nenhum).await;
+        let inicio = Instant::now();
+        while self.aplicadas().await < tentadas as i64 && self.pendentes().await > 0 {
+            assert!(
+                inicio.elapsed() < DRENAR,
+                "{}: not every message was applied within {DRENAR:?}",
+                self.nome
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        curar(self);
+        (relay, tentadas)
     }
 
     /// The faults have healed: drains the saída (timing it from now), stops `relay`
@@ -799,6 +819,89 @@ async fn conexao_cortada_depois_de_encaminhar() {
     )
     .await;
     assert!(resets > 0);
+}
+
+// Destinations that answer instead of the receptor (DESIGN rule 9): a row leaves the saída
+// only on the receptor's own answer. Each message reaches the receptor once, so these scenarios
+// expect no redelivery; their evidence is the answers the layer replaced.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destino_redireciona_para_outro_host() {
+    let c = Cenario::novo("destino_redireciona_para_outro_host", 29).await;
+    let outro = OutroHost::iniciar().await;
+    c.lado.falhar(FalhaResposta::Redirecionar {
+        fracao: 0.3,
+        para: outro.endereco,
+    });
+    let lado = c.lado.clone();
+    let (relay, tentadas) = c
+        .aplicar_sob_falha(200, |c| c.lado.falhar(FalhaResposta::Nenhuma))
+        .await;
+    let drenagem = c.drenar(DRENAR).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    let seguidos = outro.pedidos();
+    c.concluir(
+        "30% of requests answered 302/307 to another host (which would answer 200 as a receptor), until every message got through; then fixed",
+        tentadas,
+        drenagem,
+        format!("{seguidos} requests reached the other host"),
+    )
+    .await;
+    assert!(lado.injetadas() > 0, "no redirect was answered");
+    assert_eq!(seguidos, 0, "the relay followed a redirect");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_responde_pagina_de_login() {
+    let c = Cenario::novo("gateway_responde_pagina_de_login", 30).await;
+    c.lado.falhar(FalhaResposta::PaginaDeLogin(0.3));
+    let lado = c.lado.clone();
+    let (relay, tentadas) = c
+        .aplicar_sob_falha(200, |c| c.lado.falhar(FalhaResposta::Nenhuma))
+        .await;
+    c.drenar_e_concluir(
+        relay,
+        "a gateway answers 30% of requests 200 text/html (a login page) instead of the receptor, until every message got through; then fixed",
+        tentadas,
+        String::new(),
+    )
+    .await;
+    assert!(lado.injetadas() > 0, "no login page was answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destino_responde_500_com_corpo_gigante() {
+    const CORPO: u64 = 64 * 1024 * 1024;
+    let c = Cenario::novo("destino_responde_500_com_corpo_gigante", 31).await;
+    c.lado.falhar(FalhaResposta::CorpoGigante(0.3, CORPO));
+    let lado = c.lado.clone();
+    let (relay, tentadas) = c
+        .aplicar_sob_falha(200, |c| c.lado.falhar(FalhaResposta::Nenhuma))
+        .await;
+    let drenagem = c.drenar(DRENAR).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    let respostas = lado.injetadas();
+    let feitos = lado
+        .bytes_gigantes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let por_resposta = feitos / respostas.max(1);
+    c.concluir(
+        "30% of requests answered 500 with a 64 MiB body streamed chunk by chunk, until every message got through; then fixed",
+        tentadas,
+        drenagem,
+        format!(
+            "{} KiB of each 64 MiB body sent on average before the relay hung up",
+            por_resposta / 1024
+        ),
+    )
+    .await;
+    assert!(respostas > 0, "no huge body was answered");
+    // The relay reads 8 KiB and hangs up; what was sent beyond that filled the sockets' buffers
+    // meanwhile (a few MiB on loopback). A relay that read the whole body gets all 64 MiB.
+    assert!(
+        por_resposta < CORPO / 2,
+        "the relay read {por_resposta} bytes of each huge body"
+    );
 }
 
 // Child processes: apps whose relays run in processes of their own (`tests/bin/app_*.rs`).

@@ -742,7 +742,7 @@ nos_dois_bancos! {
             "Bearer errado",
             "Bearer nov",
             "Bearer novox",
-            "Bearer  novo",
+            // (`Bearer  novo`, two spaces, is valid: RFC 6750 allows 1*SP after the scheme.)
             "Bearer novo antigo",
             "Basic novo",
             "novo",

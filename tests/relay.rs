@@ -719,3 +719,23 @@ async fn dois_apps_no_mesmo_tipo_geram_aviso_com_os_dois_nomes() {
     segundo.shutdown(Duration::from_secs(1)).await;
     db.descartar().await;
 }
+
+/// Resources are found by type: a second `Destino` would silently send every tipo to it.
+#[tokio::test]
+async fn dois_recursos_do_mesmo_tipo_sao_um_erro_de_configuracao() {
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let relay = Relay::new(db.pool.clone(), config("emissor"))
+        .recurso(Destino::new("http://127.0.0.1:1/a").unwrap())
+        .recurso(Destino::new("http://127.0.0.1:1/b").unwrap());
+    let erro = relay.rodada().await.unwrap_err().to_string();
+    assert!(
+        erro.contains("two resources of type")
+            && erro.contains("Destino")
+            && erro.contains("newtype"),
+        "{erro}"
+    );
+    let erro = relay.spawn().err().expect("spawn refuses").to_string();
+    assert!(erro.contains("two resources of type"), "{erro}");
+    db.descartar().await;
+}

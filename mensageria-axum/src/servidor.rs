@@ -31,18 +31,23 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tower_service::Service;
 
-/// Serves `app` on `ouvinte` with header-read and idle timeouts and a connection limit (see
-/// the [module](self)). Await it; it returns when the shutdown signal fires and every request
-/// in flight has been answered.
+/// Serves `app` on `ouvinte`, hardened: a request head not received within 10 s closes its
+/// connection, a connection with nothing in flight and no activity for 60 s is closed, and at
+/// most 1024 connections are served at once (the next wait in the listener's backlog); each is
+/// configurable below. Normal requests keep flowing meanwhile, over HTTP/1.1 or HTTP/2. Await
+/// it; with [`com_desligamento`](Servir::com_desligamento) it returns when the signal fires and
+/// every request in flight has been answered.
 ///
 /// ```no_run
 /// # async fn iniciar(app: axum::Router) -> std::io::Result<()> {
 /// use std::time::Duration;
 ///
+/// // Your shutdown signal (e.g. `tokio::signal::ctrl_c()`); here a channel.
+/// let (_parar, sinal) = tokio::sync::oneshot::channel::<()>();
 /// let ouvinte = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
 /// mensageria_axum::servir(ouvinte, app)
 ///     .com_tempo_de_cabecalho(Duration::from_secs(5))
-///     .com_desligamento(async { let _ = tokio::signal::ctrl_c().await; })
+///     .com_desligamento(async { let _ = sinal.await; })
 ///     .await
 /// # }
 /// ```

@@ -131,7 +131,7 @@ impl ContextoEnvio {
 
     /// Adds a resource, replacing any earlier one of the same type.
     pub fn com_recurso<R: Send + Sync + 'static>(mut self, recurso: R) -> Self {
-        self.recursos.inserir(recurso);
+        self.recursos.substituir(recurso);
         self
     }
 
@@ -197,8 +197,20 @@ impl fmt::Debug for ContextoEnvio {
 pub struct Recursos(Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
 
 impl Recursos {
+    /// Adds a value; returns `false` (and keeps the earlier one) when one of the same type is
+    /// already there: resources are found by type, so a second one would silently replace it.
+    pub fn inserir<R: Send + Sync + 'static>(&mut self, recurso: R) -> bool {
+        match Arc::make_mut(&mut self.0).entry(TypeId::of::<R>()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(vaga) => {
+                vaga.insert(Arc::new(recurso));
+                true
+            }
+        }
+    }
+
     /// Adds a value, replacing any earlier one of the same type.
-    pub fn inserir<R: Send + Sync + 'static>(&mut self, recurso: R) {
+    pub fn substituir<R: Send + Sync + 'static>(&mut self, recurso: R) {
         Arc::make_mut(&mut self.0).insert(TypeId::of::<R>(), Arc::new(recurso));
     }
 

@@ -8,14 +8,17 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use sqlx::PgPool;
 
 /// The suite's tables, in the scenario's schema.
@@ -60,7 +63,27 @@ pub enum FalhaResposta {
     },
     /// Every request waits this long before reaching the receptor.
     Lento(Duration),
+    /// A share of requests is answered 302 or 307 (drawn by the seed) with `Location:` the same
+    /// path on `para`, without reaching the receptor: a destination that moved, an ingress
+    /// sending clients elsewhere.
+    Redirecionar {
+        /// Share of requests redirected.
+        fracao: f64,
+        /// The other host (see [`OutroHost`]).
+        para: SocketAddr,
+    },
+    /// A share of requests gets `200 text/html`, a login page, without reaching the receptor:
+    /// an SSO gateway in front of it.
+    PaginaDeLogin(f64),
+    /// A share of requests gets a 500 whose body is this many bytes, made chunk by chunk as it
+    /// is sent (never held in memory), without reaching the receptor.
+    CorpoGigante(f64, u64),
 }
+
+/// What the SSO gateway of [`FalhaResposta::PaginaDeLogin`] answers.
+const PAGINA_DE_LOGIN: &str = "<!DOCTYPE html><html><head><title>Sign in</title></head><body>\
+     <form method=\"post\" action=\"/login\"><input name=\"user\"><input name=\"password\" \
+     type=\"password\"><button>Sign in</button></form></body></html>";
 
 /// The receptor side of one scenario: counts deliveries and applies [`FalhaResposta`].
 #[derive(Clone)]
@@ -71,6 +94,9 @@ pub struct Lado {
     pub injetadas: Arc<std::sync::atomic::AtomicU64>,
     /// Deliveries by `(x-mensageria-tipo, x-app)`: which app sent which tipo.
     pub remetentes: Arc<Mutex<HashMap<(String, String), u64>>>,
+    /// Bytes of [`FalhaResposta::CorpoGigante`] bodies actually made, i.e. that the client let
+    /// the server send (plus at most one chunk per answer).
+    pub bytes_gigantes: Arc<std::sync::atomic::AtomicU64>,
     /// Requests inside the receptor right now.
     em_voo: Arc<std::sync::atomic::AtomicI64>,
     falha: Arc<Mutex<(FalhaResposta, fastrand::Rng)>>,
@@ -83,6 +109,7 @@ impl Lado {
             entregas: Arc::default(),
             injetadas: Arc::default(),
             remetentes: Arc::default(),
+            bytes_gigantes: Arc::default(),
             em_voo: Arc::default(),
             falha: Arc::new(Mutex::new((
                 FalhaResposta::Nenhuma,
@@ -141,9 +168,40 @@ impl Lado {
             FalhaResposta::Recusar { fracao, status_429 } if self.sortear(fracao) => {
                 let status = if status_429 { 429 } else { 503 };
                 return (
-                    axum::http::StatusCode::from_u16(status).unwrap(),
+                    StatusCode::from_u16(status).unwrap(),
                     [("retry-after", "1")],
                     "try later",
+                )
+                    .into_response();
+            }
+            FalhaResposta::Redirecionar { fracao, para } if self.sortear(fracao) => {
+                let status = if self.falha.lock().unwrap().1.bool() {
+                    StatusCode::TEMPORARY_REDIRECT
+                } else {
+                    StatusCode::FOUND
+                };
+                let location = format!("http://{para}{}", pedido.uri().path());
+                return (status, [("location", location)]).into_response();
+            }
+            FalhaResposta::PaginaDeLogin(fracao) if self.sortear(fracao) => {
+                return (
+                    StatusCode::OK,
+                    [("content-type", "text/html; charset=utf-8")],
+                    PAGINA_DE_LOGIN,
+                )
+                    .into_response();
+            }
+            FalhaResposta::CorpoGigante(fracao, bytes) if self.sortear(fracao) => {
+                let feitos = Arc::clone(&self.bytes_gigantes);
+                let corpo = crate::corpo_gigante(bytes).inspect(move |pedaco| {
+                    if let Ok(pedaco) = pedaco {
+                        feitos.fetch_add(pedaco.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                });
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    [("content-type", "text/plain")],
+                    axum::body::Body::from_stream(corpo),
                 )
                     .into_response();
             }
@@ -175,17 +233,52 @@ impl Lado {
             .or_default() += 1;
         let resposta = proximo.run(pedido).await;
         match falha {
-            FalhaResposta::ErroAposCommit(fracao) if self.sortear(fracao) => (
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "lost after commit",
-            )
-                .into_response(),
+            FalhaResposta::ErroAposCommit(fracao) if self.sortear(fracao) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "lost after commit").into_response()
+            }
             FalhaResposta::LentoAposCommit(fracao, atraso) if self.sortear(fracao) => {
                 tokio::time::sleep(atraso).await;
                 resposta
             }
             _ => resposta,
         }
+    }
+}
+
+/// A second HTTP server on 127.0.0.1, the host a [`FalhaResposta::Redirecionar`] points to. It
+/// counts every request (any method, any path) and answers 200 as a receptor of the path's last
+/// segment would (`{"resultado":"applied","tipo":…}`), so a relay that followed the redirect
+/// would take it for a delivery.
+pub struct OutroHost {
+    /// Where it listens.
+    pub endereco: SocketAddr,
+    pedidos: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl OutroHost {
+    /// Starts on a free port.
+    pub async fn iniciar() -> Self {
+        let pedidos: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let contador = Arc::clone(&pedidos);
+        let app = Router::new().fallback(move |uri: axum::http::Uri| {
+            let contador = Arc::clone(&contador);
+            async move {
+                contador.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let tipo = uri.path().rsplit('/').next().unwrap_or_default().to_owned();
+                axum::Json(serde_json::json!({"resultado": "applied", "tipo": tipo}))
+            }
+        });
+        let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let endereco = ouvinte.local_addr().expect("local address");
+        tokio::spawn(async move { axum::serve(ouvinte, app).await });
+        Self { endereco, pedidos }
+    }
+
+    /// Requests it received so far.
+    pub fn pedidos(&self) -> u64 {
+        self.pedidos.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -445,6 +538,11 @@ impl Filho {
         .expect("read the child's first line");
         assert_eq!(linha.trim(), "pronto", "the child app did not start");
         Self(filho)
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
     }
 
     /// SIGKILL: no shutdown, no settlement, leases left to expire.

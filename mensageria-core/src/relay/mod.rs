@@ -87,6 +87,9 @@ pub struct Rodada {
 /// [`spawn`](Relay::spawn) it, or drive it yourself with [`rodada`](Relay::rodada) in tests.
 pub struct Relay<DB: Banco> {
     motor: motor::Motor<DB>,
+    /// Resources handed twice (by type name): an error at `spawn`/`rodada`, never a silent
+    /// replacement.
+    repetidos: Vec<&'static str>,
 }
 
 impl<DB: Banco> Relay<DB> {
@@ -94,19 +97,39 @@ impl<DB: Banco> Relay<DB> {
     pub fn new(pool: Pool<DB>, config: Config) -> Self {
         Self {
             motor: motor::Motor::new(pool, config, Recursos::default()),
+            repetidos: Vec::new(),
         }
     }
 
     /// Hands a resource to every delivery (reach it with
     /// [`ContextoEnvio::recurso`](crate::ContextoEnvio::recurso)), e.g. a [`Destino`](crate::Destino).
+    ///
+    /// Resources are found by type: two of one type (two `Destino`s) make
+    /// [`spawn`](Self::spawn) and [`rodada`](Self::rodada) fail with a configuration error,
+    /// never a silent replacement. For several destinations, wrap each in a newtype of yours
+    /// (`struct Fiscal(Destino);`) and ask for that type in the enviador.
     pub fn recurso<R: Send + Sync + 'static>(mut self, recurso: R) -> Self {
-        self.motor.recursos.inserir(recurso);
+        if !self.motor.recursos.inserir(recurso) {
+            self.repetidos.push(std::any::type_name::<R>());
+        }
         self
+    }
+
+    fn conferir_recursos(&self) -> Result<(), Erro> {
+        match self.repetidos.first() {
+            None => Ok(()),
+            Some(tipo) => Err(Erro::Configuracao(format!(
+                "two resources of type `{tipo}` were handed to the relay, and resources are found \
+                 by type: the second would replace the first. Wrap each in a newtype of yours \
+                 (e.g. `struct Fiscal(Destino);`) and ask the enviador for that type"
+            ))),
+        }
     }
 
     /// One claim-deliver-settle round, waiting for every delivery it started: the building
     /// block of tests that must not sleep.
     pub async fn rodada(&self) -> Result<Rodada, Erro> {
+        self.conferir_recursos()?;
         self.motor.rodada_completa().await
     }
 
@@ -135,6 +158,7 @@ impl<DB: Banco> Relay<DB> {
     pub fn spawn(self) -> Result<RelayHandle, Erro> {
         Registro::global().validar()?;
         self.motor.config.validar().map_err(Erro::Configuracao)?;
+        self.conferir_recursos()?;
         let cancelar = CancellationToken::new();
         let prazo_ms = std::sync::Arc::clone(&self.motor.prazo_ms);
         let tarefa = if self.motor.config.habilitado {
