@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
+use mensageria_testes::faltas::Filho;
 use mensageria_testes::servidor::{Resposta, Servidor};
 use mensageria_testes::{PgIsolado, esperar_ate, nos_dois_bancos};
 use serde::{Deserialize, Serialize};
@@ -79,6 +80,36 @@ where
     inicio.elapsed()
 }
 
+/// Waits until the count `sql` gives `alvo`, failing after `limite`.
+async fn esperar_contagem<DB: mensageria_core::Banco>(
+    pool: &sqlx::Pool<DB>,
+    sql: &'static str,
+    alvo: i64,
+    limite: Duration,
+) where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    i64: sqlx::Type<DB> + for<'r> sqlx::Decode<'r, DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    esperar_ate(limite, || async {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+            == alvo
+    })
+    .await;
+}
+
+/// Test settings with this lease: a fast poll and a send timeout no test reaches.
+fn config_com_lease(lease: Duration) -> Config {
+    Config::new("recuperacao")
+        .com_lease(lease)
+        .com_intervalo(Duration::from_millis(50))
+        .com_tempo_limite_envio(Duration::from_secs(300))
+}
+
 /// Every 2xx the server gave, per message id: each exactly once.
 fn cada_um_uma_vez(servidor: &Servidor, esperados: usize) {
     let aceitas = servidor.aceitas_por_id();
@@ -93,12 +124,7 @@ nos_dois_bancos! {
         servidor.responder(Resposta::Demorar(Duration::from_millis(2500)));
         enfileirar_pedidos(&db.pool, 4).await;
         // Lease 800 ms, renewed every 200 ms; each delivery takes 2.5 s, three leases.
-        let config = || {
-            Config::new("recuperacao")
-                .com_lease(Duration::from_millis(800))
-                .com_intervalo(Duration::from_millis(50))
-                .com_tempo_limite_envio(Duration::from_secs(30))
-        };
+        let config = || config_com_lease(Duration::from_millis(800));
         let a = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
         let b = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
         esperar_vazia(&db.pool, Duration::from_secs(30)).await;
@@ -116,25 +142,9 @@ nos_dois_bancos! {
         servidor.responder(Resposta::Demorar(Duration::from_secs(120)));
         enfileirar_pedidos(&db.pool, 5).await;
         // Lease 8 s: the dead instance's rows must come back well before it ends.
-        let config = || {
-            Config::new("recuperacao")
-                .com_lease(Duration::from_secs(8))
-                .com_intervalo(Duration::from_millis(50))
-                .com_tempo_limite_envio(Duration::from_secs(300))
-        };
+        let config = || config_com_lease(Duration::from_secs(8));
         let morta = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
-        let pool = db.pool.clone();
-        esperar_ate(Duration::from_secs(10), || {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>("SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-                    == 5
-            }
-        })
-        .await;
+        esperar_contagem(&db.pool, "SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL", 5, Duration::from_secs(10)).await;
         // A crash with five deliveries in flight, then a sibling of the same app.
         morta.abortar();
         let morte = Instant::now();
@@ -163,28 +173,9 @@ nos_dois_bancos! {
         let servidor = Servidor::iniciar().await;
         servidor.responder(Resposta::Demorar(Duration::from_secs(120)));
         enfileirar_pedidos(&db.pool, 5).await;
-        let config = || {
-            Config::new("recuperacao")
-                .com_instancia("pod-0")
-                .com_lease(Duration::from_secs(60))
-                .com_intervalo(Duration::from_millis(50))
-                .com_tempo_limite_envio(Duration::from_secs(300))
-        };
+        let config = || config_com_lease(Duration::from_secs(60)).com_instancia("pod-0");
         let antes = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
-        let pool = db.pool.clone();
-        esperar_ate(Duration::from_secs(10), || {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>(
-                    "SELECT count(*) FROM mensageria_saida WHERE lease_dono = 'recuperacao@pod-0'",
-                )
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                    == 5
-            }
-        })
-        .await;
+        esperar_contagem(&db.pool, "SELECT count(*) FROM mensageria_saida WHERE lease_dono = 'recuperacao@pod-0'", 5, Duration::from_secs(10)).await;
         antes.abortar();
         servidor.responder(Resposta::Ok);
         let inicio = Instant::now();
@@ -204,18 +195,7 @@ nos_dois_bancos! {
         let relay = Relay::new(db.pool.clone(), Config::new("recuperacao").com_instancia("web-1"))
             .spawn()
             .unwrap();
-        let pool = db.pool.clone();
-        esperar_ate(Duration::from_secs(10), || {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>("SELECT count(*) FROM mensageria_instancias WHERE parada_em IS NULL")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-                    == 1
-            }
-        })
-        .await;
+        esperar_contagem(&db.pool, "SELECT count(*) FROM mensageria_instancias WHERE parada_em IS NULL", 1, Duration::from_secs(10)).await;
         relay.shutdown(Duration::from_secs(5)).await;
         let (instancia, parada): (String, bool) = sqlx::query_as(
             "SELECT instancia, parada_em IS NOT NULL FROM mensageria_instancias",
@@ -259,54 +239,17 @@ async fn destino_fora_do_ar_por_20_s_volta_a_ser_usado_em_segundos() {
     db.descartar().await;
 }
 
-/// A child-process replica of `app-a` with the library's defaults and a stable instance name.
-struct Replica(std::process::Child);
-
-impl Replica {
-    async fn iniciar(schema: &str, destino: &str, instancia: &str) -> Self {
-        Self::iniciar_com(schema, destino, instancia, false).await
+/// A child-process replica of `app-a` with the library's defaults, a stable instance name and,
+/// with `lider`, leader mode.
+async fn replica(schema: &str, destino: &str, instancia: &str, lider: bool) -> Filho {
+    let mut ambiente = vec![
+        ("MENSAGERIA_TESTE_PADRAO", "1"),
+        ("MENSAGERIA_INSTANCE", instancia),
+    ];
+    if lider {
+        ambiente.push(("MENSAGERIA_TESTE_LIDER", "1"));
     }
-
-    async fn iniciar_com(schema: &str, destino: &str, instancia: &str, lider: bool) -> Self {
-        use std::io::BufRead;
-        let mut comando = std::process::Command::new(env!("CARGO_BIN_EXE_app-a"));
-        if lider {
-            comando.env("MENSAGERIA_TESTE_LIDER", "1");
-        }
-        let mut filho = comando
-            .env("DATABASE_URL", mensageria_testes::database_url())
-            .env("MENSAGERIA_TESTE_SCHEMA", schema)
-            .env("MENSAGERIA_TESTE_DESTINO", destino)
-            .env("MENSAGERIA_TESTE_PADRAO", "1")
-            .env("MENSAGERIA_INSTANCE", instancia)
-            .env("RUST_LOG", "off")
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("start app-a");
-        let saida = filho.stdout.take().expect("stdout");
-        let linha = tokio::task::spawn_blocking(move || {
-            let mut linha = String::new();
-            std::io::BufReader::new(saida)
-                .read_line(&mut linha)
-                .map(|_| linha)
-        })
-        .await
-        .unwrap()
-        .unwrap();
-        assert_eq!(linha.trim(), "pronto");
-        Self(filho)
-    }
-
-    fn matar(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.matar();
-    }
+    Filho::iniciar_com(env!("CARGO_BIN_EXE_app-a"), schema, destino, &ambiente).await
 }
 
 /// The receptor of `faltas.a` on the test's schema, each request held 300 ms so that deliveries
@@ -376,8 +319,8 @@ async fn sigkill_do_lider_com_entregas_em_voo_drena_em_segundos() {
     mensageria_core::migrar(&db.pool).await.unwrap();
     let url = receptor_lento(&db).await;
     let mut replicas = [
-        Some(Replica::iniciar_com(&db.schema, &url, "r0-0", true).await),
-        Some(Replica::iniciar_com(&db.schema, &url, "r1-0", true).await),
+        Some(replica(&db.schema, &url, "r0-0", true).await),
+        Some(replica(&db.schema, &url, "r1-0", true).await),
     ];
     let mut tempos = Vec::new();
     let mut total = 0_i64;
@@ -403,26 +346,21 @@ async fn sigkill_do_lider_com_entregas_em_voo_drena_em_segundos() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         let indice = usize::from(lider.starts_with("app-a@r1"));
-        if let Some(mut replica) = replicas[indice].take() {
+        if let Some(replica) = replicas[indice].take() {
             replica.matar();
         }
         let morte = Instant::now();
-        let pool = db.pool.clone();
-        esperar_ate(Duration::from_secs(120), || {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>("SELECT count(DISTINCT n) FROM efeito")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-                    == total
-            }
-        })
+        esperar_contagem(
+            &db.pool,
+            "SELECT count(DISTINCT n) FROM efeito",
+            total,
+            Duration::from_secs(120),
+        )
         .await;
         tempos.push(morte.elapsed());
         // The killed replica comes back (a new process, a new name) for the next kill.
         let nome = format!("r{indice}-{rodada}");
-        replicas[indice] = Some(Replica::iniciar_com(&db.schema, &url, &nome, true).await);
+        replicas[indice] = Some(replica(&db.schema, &url, &nome, true).await);
     }
     let mut ordenados = tempos.clone();
     ordenados.sort();
@@ -448,10 +386,10 @@ async fn sigkill_de_uma_replica_com_entregas_em_voo_se_recupera_em_segundos() {
 
     let mut tempos = Vec::new();
     let mut total = 0_i64;
-    let _sobrevivente = Replica::iniciar(&db.schema, &url, "sobrevivente").await;
+    let _sobrevivente = replica(&db.schema, &url, "sobrevivente", false).await;
     for rodada in 0..mortes() {
         let vitima_nome = format!("vitima-{rodada}");
-        let mut vitima = Replica::iniciar(&db.schema, &url, &vitima_nome).await;
+        let vitima = replica(&db.schema, &url, &vitima_nome, false).await;
         for _ in 0..60 {
             let mut tx = db.pool.begin().await.unwrap();
             enfileirar(&mut *tx, &EventoA { n: total }).await.unwrap();

@@ -517,12 +517,24 @@ pub struct Filho(std::process::Child);
 impl Filho {
     /// Starts `binario` on `schema`, delivering to `destino`, and waits for its relay to run.
     pub async fn iniciar(binario: &str, schema: &str, destino: &str) -> Self {
+        Self::iniciar_com(binario, schema, destino, &[]).await
+    }
+
+    /// [`iniciar`](Self::iniciar) with more environment variables (`MENSAGERIA_INSTANCE`,
+    /// `MENSAGERIA_TESTE_PADRAO`, `MENSAGERIA_TESTE_LIDER`: see `tests/bin/app_filho.rs`).
+    pub async fn iniciar_com(
+        binario: &str,
+        schema: &str,
+        destino: &str,
+        ambiente: &[(&str, &str)],
+    ) -> Self {
         use std::io::BufRead;
         let mut filho = std::process::Command::new(binario)
             .env("DATABASE_URL", crate::database_url())
             .env("MENSAGERIA_TESTE_SCHEMA", schema)
             .env("MENSAGERIA_TESTE_DESTINO", destino)
             .env("RUST_LOG", "off")
+            .envs(ambiente.iter().copied())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap_or_else(|erro| panic!("start the child app {binario}: {erro}"));
