@@ -124,13 +124,13 @@ pub(crate) enum AcaoMortas {
     /// Put dead letters back in the saída with their attempts reset: one, every one of a tipo,
     /// or all.
     Reenfileirar(AlvoReenfileirar),
-    /// Delete one dead letter for good (asks for confirmation on stdin unless --sim).
+    /// Delete one dead letter for good (asks for confirmation on stdin unless --yes).
     Descartar {
         /// Its message id.
         id: Uuid,
         /// Do not ask: yes, discard it.
-        #[arg(long)]
-        sim: bool,
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 

@@ -40,7 +40,7 @@ pub(crate) async fn executar(
             Ok(())
         }
         AcaoMortas::Reenfileirar(alvo) => reenfileirar(conexao, alvo, json).await,
-        AcaoMortas::Descartar { id, sim } => descartar(conexao, id, sim, json).await,
+        AcaoMortas::Descartar { id, yes } => descartar(conexao, id, yes, json).await,
     }
 }
 
@@ -330,12 +330,12 @@ impl Relatorio for Descartada {
     }
 }
 
-async fn descartar(conexao: &Conexao, id: Uuid, sim: bool, json: bool) -> Result<(), ErroCli> {
+async fn descartar(conexao: &Conexao, id: Uuid, yes: bool, json: bool) -> Result<(), ErroCli> {
     let morta = buscar(conexao, id).await?;
-    if !sim && !confirmar_descarte(&morta)? {
+    if !yes && !confirmar_descarte(&morta)? {
         return Err(ErroCli::NaoConfirmado {
             resposta: "s",
-            opcao: "--sim",
+            opcao: "--yes",
         });
     }
     let sql = format!(

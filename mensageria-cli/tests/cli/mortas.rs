@@ -110,9 +110,9 @@ nos_dois_bancos! {
         );
         assert_eq!(contar!(db, "mensageria_mortas"), 0);
 
-        // --sim does not ask.
+        // --yes does not ask.
         let outra = plantar_morta!(db, "z.tres", "{}");
-        let sem_pergunta = db.mensageria(&["mortas", "descartar", &outra.to_string(), "--sim"]).assert().success();
+        let sem_pergunta = db.mensageria(&["mortas", "descartar", &outra.to_string(), "--yes"]).assert().success();
         assert!(!stderr(&sem_pergunta).contains("[s/N]"));
         assert_eq!(contar!(db, "mensageria_mortas"), 0);
     }

@@ -147,7 +147,7 @@ async fn erro_com_texto_do_banco_chega_escapado() {
             .expect("plant the trigger");
     }
     let saida = db
-        .mensageria(&["mortas", "descartar", &id.to_string(), "--sim"])
+        .mensageria(&["mortas", "descartar", &id.to_string(), "--yes"])
         .assert()
         .code(1);
     let erro = stderr(&saida);
