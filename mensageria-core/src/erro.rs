@@ -1,7 +1,15 @@
 //! The error type of mensageria-core.
 
 /// What went wrong in mensageria, and what to do about it.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` says what `Display` says, so a `main() -> Result<(), Box<dyn Error>>` (which prints
+/// its error with `{:?}`) shows the explanation and the fix, not only a variant's fields:
+///
+/// ```
+/// let erro = mensageria_core::Erro::SchemaAusente { tabela: "_mensageria_migrations" };
+/// assert!(format!("{erro:?}").contains("migrar"));
+/// ```
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Erro {
     /// `enfileirar_json` was called with a tipo that no `#[enviador]` in this binary handles.
@@ -99,4 +107,20 @@ pub enum Erro {
     /// The database answered with an error or could not be reached.
     #[error("database error: {0}")]
     Banco(#[from] sqlx::Error),
+}
+
+impl std::fmt::Debug for Erro {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let texto = self.to_string();
+        f.write_str(&texto)?;
+        let mut fonte = std::error::Error::source(self);
+        while let Some(causa) = fonte {
+            let causa_texto = causa.to_string();
+            if !texto.contains(&causa_texto) {
+                write!(f, ": {causa_texto}")?;
+            }
+            fonte = causa.source();
+        }
+        Ok(())
+    }
 }
