@@ -156,10 +156,19 @@ async fn vencer_agora(pool: &sqlx::PgPool) {
 
 /// The router of every receptor of this binary, served by `servir` on a free port.
 async fn receptores(pool: sqlx::PgPool, config: ConfigReceptor) -> SocketAddr {
+    receptores_com(pool, config, |servir| servir).await
+}
+
+/// [`receptores`], with `ajustar` applied to the server's settings.
+async fn receptores_com(
+    pool: sqlx::PgPool,
+    config: ConfigReceptor,
+    ajustar: impl FnOnce(mensageria_axum::Servir) -> mensageria_axum::Servir,
+) -> SocketAddr {
     let app = mensageria_axum::router(pool, config).unwrap();
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endereco = ouvinte.local_addr().unwrap();
-    tokio::spawn(mensageria_axum::servir(ouvinte, app).into_future());
+    tokio::spawn(ajustar(mensageria_axum::servir(ouvinte, app)).into_future());
     endereco
 }
 
@@ -492,15 +501,12 @@ fn fechada_em(conexao: &mut std::net::TcpStream, limite: Duration) -> bool {
 async fn servir_fecha_conexoes_ociosas_e_pela_metade_enquanto_atende() {
     let db = PgIsolado::novo().await;
     preparar(&db.pool).await;
-    let app = mensageria_axum::router(db.pool.clone(), ConfigReceptor::new([TOKEN])).unwrap();
-    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endereco = ouvinte.local_addr().unwrap();
-    tokio::spawn(
-        mensageria_axum::servir(ouvinte, app)
+    let endereco = receptores_com(db.pool.clone(), ConfigReceptor::new([TOKEN]), |servir| {
+        servir
             .com_tempo_de_cabecalho(Duration::from_millis(500))
             .com_tempo_ocioso(Duration::from_secs(1))
-            .into_future(),
-    );
+    })
+    .await;
     let inicio = Instant::now();
     let (pela_metade, ociosas) = tokio::task::spawn_blocking(move || {
         let pela_metade: Vec<_> = (0..100)
@@ -561,15 +567,12 @@ async fn servir_fecha_conexoes_ociosas_e_pela_metade_enquanto_atende() {
 async fn servir_limita_as_conexoes() {
     let db = PgIsolado::novo().await;
     preparar(&db.pool).await;
-    let app = mensageria_axum::router(db.pool.clone(), ConfigReceptor::new([TOKEN])).unwrap();
-    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endereco = ouvinte.local_addr().unwrap();
-    tokio::spawn(
-        mensageria_axum::servir(ouvinte, app)
+    let endereco = receptores_com(db.pool.clone(), ConfigReceptor::new([TOKEN]), |servir| {
+        servir
             .com_maximo_de_conexoes(2)
             .com_tempo_ocioso(Duration::from_millis(1500))
-            .into_future(),
-    );
+    })
+    .await;
     let _ocupadas: Vec<_> = (0..2).map(|_| abrir(endereco, b"")).collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let inicio = Instant::now();
