@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use mensageria_core::configuracao::{ErroConfiguracao, exigir_retencao};
+
 /// Settings of the receptores' router.
 ///
 /// ```
@@ -116,22 +118,17 @@ impl Config {
     }
 
     /// Checks the settings hang together.
-    pub fn validar(&self) -> Result<(), String> {
+    pub fn validar(&self) -> Result<(), ErroConfiguracao> {
         if self.tokens.is_empty() {
-            return Err(
-                "no bearer token configured: every request would be refused; pass at least one"
-                    .into(),
-            );
+            return Err(ErroConfiguracao::SemToken);
         }
-        if self.retencao <= self.horizonte_remetente {
-            return Err(format!(
-                "dedup retention ({:?}) must be longer than the senders' redelivery horizon ({:?}): \
-                 a redelivery after its record was purged would be applied twice",
-                self.retencao, self.horizonte_remetente
-            ));
-        }
-        if !self.caminho_base.starts_with('/') || !self.caminho_openapi.starts_with('/') {
-            return Err("paths must start with '/'".into());
+        exigir_retencao(self.retencao, self.horizonte_remetente)?;
+        for caminho in [&self.caminho_base, &self.caminho_openapi] {
+            if !caminho.starts_with('/') {
+                return Err(ErroConfiguracao::Caminho {
+                    caminho: caminho.clone(),
+                });
+            }
         }
         Ok(())
     }

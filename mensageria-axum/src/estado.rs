@@ -26,9 +26,7 @@ impl<DB: Banco> Clone for Estado<DB> {
 impl<DB: Banco> Estado<DB> {
     /// Checks `config` and builds the state.
     pub fn new(pool: Pool<DB>, config: Config) -> Result<Self, mensageria_core::Erro> {
-        config
-            .validar()
-            .map_err(mensageria_core::Erro::Configuracao)?;
+        config.validar()?;
         Ok(Self {
             pool,
             config: Arc::new(config),

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, get, post};
 use mensageria_core::sqlx::Pool;
-use mensageria_core::{Banco, Erro};
+use mensageria_core::{Banco, Erro, ErroConfiguracao};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -30,12 +30,12 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
     let mut montados = Vec::new();
     for receptor in registrados() {
         if let Some(outro) = por_tipo.insert(receptor.tipo, receptor) {
-            return Err(Erro::Configuracao(format!(
-                "tipo `{}` has two receptores: `{}` and `{}`; keep one",
-                receptor.tipo,
-                outro.descricao(),
-                receptor.descricao()
-            )));
+            return Err(ErroConfiguracao::ReceptorDuplicado {
+                tipo: receptor.tipo,
+                primeiro: outro.descricao(),
+                segundo: receptor.descricao(),
+            }
+            .into());
         }
         match (receptor.montar)(&estado as &dyn Any) {
             Some(rota) => {
@@ -109,7 +109,7 @@ pub fn montar<R: Receptor>(estado: &dyn Any) -> Option<MethodRouter> {
 /// Deletes dedup records older than the configured retention, in batches of 1000 (no long
 /// locks); returns how many. Run it periodically (the CLI's `purgar` does).
 pub async fn purgar<DB: Banco>(pool: &Pool<DB>, config: &Config) -> Result<u64, Erro> {
-    config.validar().map_err(Erro::Configuracao)?;
+    config.validar()?;
     let idade_ms = i64::try_from(config.retencao.as_millis()).unwrap_or(i64::MAX);
     let mut total = 0;
     loop {

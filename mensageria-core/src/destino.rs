@@ -58,7 +58,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION, RETRY_
 use reqwest::{StatusCode, Url};
 use serde::Serialize;
 
-use crate::{ContextoEnvio, Erro, FalhaEnvio};
+use crate::{ContextoEnvio, Erro, ErroConfiguracao, FalhaEnvio};
 
 /// The most bytes of an answer's body the relay reads (the receptor's answers are ~100 bytes);
 /// the rest is never read.
@@ -103,19 +103,20 @@ impl Destino {
     /// receptor's answer taken as a delivery.
     pub fn new(base_url: &str) -> Result<Self, Erro> {
         let base = Url::parse(base_url).map_err(|erro| {
-            Erro::Configuracao(format!(
-                "invalid destination URL {:?}: {erro}",
-                texto_sem_credenciais(base_url)
-            ))
+            Erro::from(ErroConfiguracao::UrlDeDestino {
+                url: texto_sem_credenciais(base_url),
+                motivo: erro.to_string(),
+            })
         })?;
         if !matches!(base.scheme(), "http" | "https") {
-            return Err(Erro::Configuracao(format!(
-                "destination URL {:?} must be http or https",
-                sem_credenciais(&base).as_str()
-            )));
+            return Err(ErroConfiguracao::UrlDeDestino {
+                url: sem_credenciais(&base).to_string(),
+                motivo: "the scheme must be http or https".into(),
+            }
+            .into());
         }
         let cliente = Self::construtor_de_cliente().build().map_err(|erro| {
-            Erro::Configuracao(format!("the HTTP client could not be built: {erro}"))
+            Erro::from(ErroConfiguracao::ClienteHttp(erro.to_string()))
         })?;
         Ok(Self {
             cliente,

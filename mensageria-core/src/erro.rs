@@ -96,9 +96,9 @@ pub enum Erro {
         esperada: i64,
     },
 
-    /// A setting is invalid; the message says which and why.
+    /// A setting is invalid; the variant says which and what to change.
     #[error("invalid mensageria configuration: {0}")]
-    Configuracao(String),
+    Configuracao(#[from] crate::configuracao::ErroConfiguracao),
 
     /// Running the migrations failed.
     #[error("migrating the mensageria schema failed: {0}")]

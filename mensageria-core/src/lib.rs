@@ -11,8 +11,10 @@
 //! - [`destino`]: the HTTP [`Destino`] enviadores post to (feature `http`).
 //! - [`correlacao`]: the correlation id carried from an enqueue to its deliveries.
 //! - [`tipo`]: what a valid `tipo` looks like.
+//! - [`configuracao`]: what makes a setting invalid ([`ErroConfiguracao`]).
 
 pub mod banco;
+pub mod configuracao;
 pub mod correlacao;
 #[cfg(feature = "http")]
 pub mod destino;
@@ -31,6 +33,7 @@ pub use banco::Banco;
 #[cfg(feature = "http")]
 pub use destino::Destino;
 pub use enviador::{ContextoEnvio, Enviador, FalhaEnvio};
+pub use configuracao::ErroConfiguracao;
 pub use erro::Erro;
 /// Registers an async function as the sender (enviador) of one tipo.
 ///

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::ErroConfiguracao;
+
 /// How replicas of one app share the saída.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -266,21 +268,26 @@ impl Config {
     }
 
     /// Checks the settings hang together.
-    pub fn validar(&self) -> Result<(), String> {
+    pub fn validar(&self) -> Result<(), ErroConfiguracao> {
         if self.app.trim().is_empty() {
-            return Err("the app name is empty; name the app (it keys the registration table and the leader lock)".into());
+            return Err(ErroConfiguracao::AppSemNome);
         }
-        if self.lote == 0 || self.concorrencia == 0 || self.max_tentativas == 0 {
-            return Err("batch, concurrency and max attempts must be at least 1".into());
+        let contagens = [
+            ("lote", self.lote),
+            ("concorrencia", self.concorrencia),
+            ("max_tentativas", self.max_tentativas as usize),
+        ];
+        if let Some((campo, _)) = contagens.into_iter().find(|(_, valor)| *valor == 0) {
+            return Err(ErroConfiguracao::Zero { campo });
         }
         if self.lease < Duration::from_millis(400) {
-            return Err(format!(
-                "the lease ({:?}) must be at least 400 ms: it is renewed every quarter of it",
-                self.lease
-            ));
+            return Err(ErroConfiguracao::LeaseCurto { lease: self.lease });
         }
         if self.backoff_base.is_zero() || self.backoff_max < self.backoff_base {
-            return Err("backoff base must be > 0 and <= its cap".into());
+            return Err(ErroConfiguracao::Backoff {
+                base: self.backoff_base,
+                maximo: self.backoff_max,
+            });
         }
         Ok(())
     }

@@ -56,7 +56,7 @@ pub use config::{Config, Modo};
 pub use ensaio::Ensaio;
 
 use crate::enviador::Recursos;
-use crate::{Banco, Erro, Registro};
+use crate::{Banco, Erro, ErroConfiguracao, Registro};
 
 static ACORDAR: LazyLock<Notify> = LazyLock::new(Notify::new);
 
@@ -118,11 +118,7 @@ impl<DB: Banco> Relay<DB> {
     fn conferir_recursos(&self) -> Result<(), Erro> {
         match self.repetidos.first() {
             None => Ok(()),
-            Some(tipo) => Err(Erro::Configuracao(format!(
-                "two resources of type `{tipo}` were handed to the relay, and resources are found \
-                 by type: the second would replace the first. Wrap each in a newtype of yours \
-                 (e.g. `struct Fiscal(Destino);`) and ask the enviador for that type"
-            ))),
+            Some(tipo) => Err(ErroConfiguracao::RecursoRepetido { tipo }.into()),
         }
     }
 
@@ -157,7 +153,7 @@ impl<DB: Banco> Relay<DB> {
     /// start at all.
     pub fn spawn(self) -> Result<RelayHandle, Erro> {
         Registro::global().validar()?;
-        self.motor.config.validar().map_err(Erro::Configuracao)?;
+        self.motor.config.validar()?;
         self.conferir_recursos()?;
         let cancelar = CancellationToken::new();
         let prazo_ms = std::sync::Arc::clone(&self.motor.prazo_ms);

@@ -1,0 +1,125 @@
+//! What makes a configuration invalid: [`ErroConfiguracao`], one variant per rule, and the
+//! rule every receiving side shares, [`exigir_retencao`] (dedup records must outlive the senders'
+//! redelivery horizon).
+
+use std::time::Duration;
+
+/// A setting that does not hang together, with what to change. Wrapped in
+/// [`Erro::Configuracao`](crate::Erro::Configuracao) by the calls that check it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErroConfiguracao {
+    /// The relay's app name is empty.
+    #[error(
+        "the app name is empty; name the app (it keys the registration table and the leader lock)"
+    )]
+    AppSemNome,
+
+    /// A count that must be at least 1 is 0.
+    #[error("{campo} is 0; it must be at least 1")]
+    Zero {
+        /// Which setting (`lote`, `concorrencia`, `max_tentativas`).
+        campo: &'static str,
+    },
+
+    /// The relay's lease is too short to be renewed in time.
+    #[error("the lease ({lease:?}) must be at least 400 ms: it is renewed every quarter of it")]
+    LeaseCurto {
+        /// The lease asked for.
+        lease: Duration,
+    },
+
+    /// The backoff's base is zero or above its cap.
+    #[error("the backoff base ({base:?}) must be above zero and at most its cap ({maximo:?})")]
+    Backoff {
+        /// The first retry delay.
+        base: Duration,
+        /// The cap.
+        maximo: Duration,
+    },
+
+    /// The dedup retention does not outlive the senders' redelivery horizon. See
+    /// [`exigir_retencao`].
+    #[error(
+        "the dedup retention ({retencao:?}) must be longer than the senders' redelivery horizon \
+         ({horizonte:?}): a redelivery that arrives after its record was purged would be applied \
+         twice; keep the records longer, or state the senders' real horizon"
+    )]
+    RetencaoCurta {
+        /// How long dedup records are kept.
+        retencao: Duration,
+        /// How long a sender may still redeliver.
+        horizonte: Duration,
+    },
+
+    /// A receptor configuration without any bearer token.
+    #[error("no bearer token configured: every request would be refused; pass at least one")]
+    SemToken,
+
+    /// A route path that does not start with `/`.
+    #[error("the path {caminho:?} must start with '/'")]
+    Caminho {
+        /// The path given.
+        caminho: String,
+    },
+
+    /// Two receptores (in different crates of this binary) for one tipo.
+    #[error("tipo `{tipo}` has two receptores: `{primeiro}` and `{segundo}`; keep one")]
+    ReceptorDuplicado {
+        /// The tipo received twice.
+        tipo: &'static str,
+        /// The first receptor.
+        primeiro: String,
+        /// The second receptor.
+        segundo: String,
+    },
+
+    /// Two resources of one Rust type were handed to a relay.
+    #[error(
+        "two resources of type `{tipo}` were handed to the relay, and resources are found by \
+         type: the second would replace the first. Wrap each in a newtype of yours (e.g. \
+         `struct Fiscal(Destino);`) and ask the enviador for that type"
+    )]
+    RecursoRepetido {
+        /// The resource's Rust type.
+        tipo: &'static str,
+    },
+
+    /// A destination URL that cannot be used.
+    #[error("invalid destination URL {url:?}: {motivo}")]
+    UrlDeDestino {
+        /// The URL, without credentials.
+        url: String,
+        /// Why it cannot be used.
+        motivo: String,
+    },
+
+    /// The HTTP client could not be built (TLS backend, system configuration).
+    #[error("the HTTP client could not be built: {0}")]
+    ClienteHttp(String),
+}
+
+/// The rule every receiving side enforces before it purges dedup records: they must be kept
+/// longer than the senders may redeliver, or a late redelivery would be applied twice.
+///
+/// ```
+/// use std::time::Duration;
+/// use mensageria_core::configuracao::{ErroConfiguracao, exigir_retencao};
+///
+/// let dia = Duration::from_secs(86_400);
+/// assert!(exigir_retencao(30 * dia, 8 * dia).is_ok());
+/// assert!(matches!(
+///     exigir_retencao(dia, 8 * dia),
+///     Err(ErroConfiguracao::RetencaoCurta { .. })
+/// ));
+/// ```
+pub fn exigir_retencao(retencao: Duration, horizonte: Duration) -> Result<(), ErroConfiguracao> {
+    if retencao > horizonte {
+        Ok(())
+    } else {
+        Err(ErroConfiguracao::RetencaoCurta {
+            retencao,
+            horizonte,
+        })
+    }
+}
