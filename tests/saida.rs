@@ -220,12 +220,9 @@ async fn despacho_decodifica_e_chama_a_funcao() {
     let registro = mensageria_core::Registro::global();
     let ctx = ContextoEnvio::new(uuid::Uuid::now_v7(), "teste.texto");
     let enviador = registro.enviador("teste.texto").unwrap();
-    assert!(
-        (enviador.despachar)(r#"{"texto":"oi"}"#, &ctx)
-            .await
-            .is_ok()
-    );
-    let falha = (enviador.despachar)(r#"{"outro":1}"#, &ctx)
+    assert!(enviador.despachar(r#"{"texto":"oi"}"#, &ctx).await.is_ok());
+    let falha = enviador
+        .despachar(r#"{"outro":1}"#, &ctx)
         .await
         .unwrap_err();
     assert!(matches!(falha, FalhaEnvio::Permanente { .. }), "{falha}");

@@ -115,9 +115,9 @@ impl Destino {
             }
             .into());
         }
-        let cliente = Self::construtor_de_cliente().build().map_err(|erro| {
-            Erro::from(ErroConfiguracao::ClienteHttp(erro.to_string()))
-        })?;
+        let cliente = Self::construtor_de_cliente()
+            .build()
+            .map_err(|erro| Erro::from(ErroConfiguracao::ClienteHttp(erro.to_string())))?;
         Ok(Self {
             cliente,
             base,

@@ -9,7 +9,6 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,7 +135,7 @@ impl ContextoEnvio {
     }
 
     /// Replaces every resource by `recursos` (the relay shares one set among all deliveries).
-    pub fn com_recursos(mut self, recursos: Recursos) -> Self {
+    pub(crate) fn com_recursos(mut self, recursos: Recursos) -> Self {
         self.recursos = recursos;
         self
     }
@@ -194,12 +193,12 @@ impl fmt::Debug for ContextoEnvio {
 
 /// A set of values keyed by their type, shared by every delivery of a relay.
 #[derive(Clone, Default)]
-pub struct Recursos(Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+pub(crate) struct Recursos(Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
 
 impl Recursos {
     /// Adds a value; returns `false` (and keeps the earlier one) when one of the same type is
     /// already there: resources are found by type, so a second one would silently replace it.
-    pub fn inserir<R: Send + Sync + 'static>(&mut self, recurso: R) -> bool {
+    pub(crate) fn inserir<R: Send + Sync + 'static>(&mut self, recurso: R) -> bool {
         match Arc::make_mut(&mut self.0).entry(TypeId::of::<R>()) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(vaga) => {
@@ -210,31 +209,12 @@ impl Recursos {
     }
 
     /// Adds a value, replacing any earlier one of the same type.
-    pub fn substituir<R: Send + Sync + 'static>(&mut self, recurso: R) {
+    pub(crate) fn substituir<R: Send + Sync + 'static>(&mut self, recurso: R) {
         Arc::make_mut(&mut self.0).insert(TypeId::of::<R>(), Arc::new(recurso));
     }
 
     /// The value of type `R`, if any.
-    pub fn obter<R: Send + Sync + 'static>(&self) -> Option<&R> {
+    pub(crate) fn obter<R: Send + Sync + 'static>(&self) -> Option<&R> {
         self.0.get(&TypeId::of::<R>())?.downcast_ref()
-    }
-}
-
-/// The boxed future of a type-erased send.
-pub type EnvioEmCurso<'a> = Pin<Box<dyn Future<Output = Result<(), FalhaEnvio>> + Send + 'a>>;
-
-/// Decodes a stored payload as `T` and sends it. The registry keeps one instance per enviador so
-/// the relay can deliver a row knowing only its tipo.
-///
-/// A payload that no longer decodes (the type changed incompatibly since it was enqueued) is a
-/// permanent failure: retrying cannot fix it, the dead letter keeps it for a human.
-pub fn despachar<'a, T: Enviador>(payload: &'a str, ctx: &'a ContextoEnvio) -> EnvioEmCurso<'a> {
-    match serde_json::from_str::<T>(payload) {
-        Ok(evento) => Box::pin(evento.enviar(ctx)),
-        Err(erro) => Box::pin(std::future::ready(Err(FalhaEnvio::permanente(format!(
-            "stored payload of tipo `{}` does not decode as `{}`: {erro}",
-            T::TIPO,
-            std::any::type_name::<T>()
-        ))))),
     }
 }

@@ -16,6 +16,7 @@
 pub mod banco;
 pub mod configuracao;
 pub mod correlacao;
+mod despacho;
 #[cfg(feature = "http")]
 pub mod destino;
 pub mod enviador;
@@ -30,10 +31,10 @@ pub mod teste;
 pub mod tipo;
 
 pub use banco::Banco;
+pub use configuracao::ErroConfiguracao;
 #[cfg(feature = "http")]
 pub use destino::Destino;
 pub use enviador::{ContextoEnvio, Enviador, FalhaEnvio};
-pub use configuracao::ErroConfiguracao;
 pub use erro::Erro;
 /// Registers an async function as the sender (enviador) of one tipo.
 ///
@@ -76,7 +77,6 @@ pub use sqlx;
 /// Support for generated code. Not public API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::enviador::despachar;
-    pub use crate::registro::EnviadorRegistrado;
+    pub use crate::despacho::registrar as registrar_enviador;
     pub use inventory;
 }

@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::Erro;
-use crate::enviador::{ContextoEnvio, EnvioEmCurso};
+use crate::despacho::EnvioEmCurso;
+use crate::enviador::{ContextoEnvio, FalhaEnvio};
 
 /// One `#[enviador]`, as registered at link time.
 #[derive(Debug)]
@@ -31,7 +32,7 @@ pub struct EnviadorRegistrado {
     /// The name of the `#[enviador]` function.
     pub funcao: &'static str,
     /// Decodes a stored payload and calls the function.
-    pub despachar: for<'a> fn(&'a str, &'a ContextoEnvio) -> EnvioEmCurso<'a>,
+    pub(crate) despachar: for<'a> fn(&'a str, &'a ContextoEnvio) -> EnvioEmCurso<'a>,
 }
 
 inventory::collect!(EnviadorRegistrado);
@@ -40,6 +41,12 @@ impl EnviadorRegistrado {
     /// `module::function(Type)`, to name it in messages.
     pub fn descricao(&self) -> String {
         format!("{}::{}({})", self.modulo, self.funcao, self.tipo_rust)
+    }
+
+    /// Decodes a stored payload as this enviador's type and calls its function, as the relay
+    /// does for each delivery. A payload that does not decode is a permanent failure.
+    pub async fn despachar(&self, payload: &str, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+        (self.despachar)(payload, ctx).await
     }
 }
 

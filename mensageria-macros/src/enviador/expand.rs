@@ -55,13 +55,12 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
             }
 
             ::mensageria_core::__private::inventory::submit! {
-                ::mensageria_core::__private::EnviadorRegistrado {
-                    tipo: #tipo,
-                    tipo_rust: #payload_str,
-                    modulo: ::core::module_path!(),
-                    funcao: #nome_str,
-                    despachar: ::mensageria_core::__private::despachar::<#payload>,
-                }
+                ::mensageria_core::__private::registrar_enviador::<#payload>(
+                    #tipo,
+                    #payload_str,
+                    ::core::module_path!(),
+                    #nome_str,
+                )
             }
         };
     }
