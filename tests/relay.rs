@@ -5,11 +5,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use mensageria_core::relay::{Config, Modo, Relay};
-use mensageria_core::{Banco, ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
+use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::servidor::{Resposta, Servidor};
 use mensageria_testes::{PgIsolado, e_postgres, esperar_ate, nos_dois_bancos};
 use serde::{Deserialize, Serialize};
-use sqlx::Postgres;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Aviso {
@@ -183,7 +182,7 @@ nos_dois_bancos! {
         servidor.responder_se_contem("veneno", Resposta::Ok);
         let servidor_corrigido = Servidor::iniciar().await;
         let relay = Relay::new(db.pool.clone(), config("emissor")).recurso(Destino::new(&servidor_corrigido.url()).unwrap());
-        let voltaram = <_ as Banco>::reenfileirar_mortas(&db.pool, None, Some("teste.aviso")).await.unwrap();
+        let voltaram = mensageria_core::operacoes::reenfileirar_mortas(&db.pool, Some("teste.aviso")).await.unwrap();
         assert_eq!(voltaram, 4);
         assert_eq!(relay.drenar().await.unwrap().entregues, 4);
         let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
@@ -260,26 +259,26 @@ nos_dois_bancos! {
         mensageria_core::migrar(&db.pool).await.unwrap();
         enfileirar(&db.pool, &aviso(1)).await.unwrap();
         let tipos = ["teste.aviso"];
-        let pedido = |token, lease_ms| mensageria_core::banco::Pedido { tipos: &tipos, pisos_ms: &[0], lote: 10, lease_ms, dono: "r", token };
-        let primeiro = mensageria_core::Banco::reivindicar(&db.pool, pedido(111, 50)).await.unwrap();
+        let pedido = |token, lease_ms| mensageria_core::teste::reivindicacao::Pedido { tipos: &tipos, pisos_ms: &[0], lote: 10, lease_ms, dono: "r", token };
+        let primeiro = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(111, 50)).await.unwrap();
         assert_eq!(primeiro.len(), 1);
         // While the lease holds, nobody else can claim it.
-        assert!(mensageria_core::Banco::reivindicar(&db.pool, pedido(222, 50)).await.unwrap().is_empty());
+        assert!(mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(222, 50)).await.unwrap().is_empty());
         tokio::time::sleep(Duration::from_millis(120)).await;
-        let segundo = mensageria_core::Banco::reivindicar(&db.pool, pedido(333, 60_000)).await.unwrap();
+        let segundo = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(333, 60_000)).await.unwrap();
         assert_eq!(segundo.len(), 1, "an expired lease is claimable again");
         assert_eq!(segundo[0].tentativas, 2);
         let id = primeiro[0].id;
         // The first relay's late answers change nothing.
-        assert!(mensageria_core::Banco::confirmar_lote(&db.pool, &[(id, 111)]).await.unwrap().is_empty());
-        assert!(!mensageria_core::Banco::reagendar(&db.pool, id, 111, 0, "late", true).await.unwrap());
-        assert!(!mensageria_core::Banco::matar(&db.pool, id, 111, "late", "r").await.unwrap());
+        assert!(mensageria_core::teste::reivindicacao::confirmar_lote(&db.pool, &[(id, 111)]).await.unwrap().is_empty());
+        assert!(!mensageria_core::teste::reivindicacao::reagendar(&db.pool, id, 111, 0, "late", true).await.unwrap());
+        assert!(!mensageria_core::teste::reivindicacao::matar(&db.pool, id, 111, "late", "r").await.unwrap());
         let pendentes: i64 = sqlx::query_scalar(PENDENTES).fetch_one(&db.pool).await.unwrap();
         let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
         assert_eq!((pendentes, mortas), (1, 0));
         // In one batch, each pair is fenced on its own: the stale token deletes nothing, the
         // owner's ack works.
-        let apagadas = mensageria_core::Banco::confirmar_lote(&db.pool, &[(id, 111), (id, 333)]).await.unwrap();
+        let apagadas = mensageria_core::teste::reivindicacao::confirmar_lote(&db.pool, &[(id, 111), (id, 333)]).await.unwrap();
         assert_eq!(apagadas, vec![id]);
     }
 }
@@ -431,7 +430,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
     mensageria_core::migrar(&db.pool).await.unwrap();
     let tipos = ["teste.aviso"];
     for _ in 0..10 {
-        let pedido = mensageria_core::banco::Pedido {
+        let pedido = mensageria_core::teste::reivindicacao::Pedido {
             tipos: &tipos,
             pisos_ms: &[0],
             lote: 64,
@@ -439,7 +438,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
             dono: "r",
             token: 1,
         };
-        <Postgres as Banco>::reivindicar(&db.pool, pedido)
+        mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido)
             .await
             .unwrap();
     }
@@ -458,7 +457,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
     let tipos_vec: Vec<String> = tipos.iter().map(|t| t.to_string()).collect();
     let plano: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "EXPLAIN {}",
-        mensageria_core::banco::postgres::SQL_REIVINDICAR
+        mensageria_core::teste::reivindicacao::SQL_REIVINDICAR
     )))
     .persistent(false)
     .bind(&tipos_vec)
@@ -478,7 +477,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
     assert!(!plano.contains("Seq Scan on mensageria_saida"), "{plano}");
     assert!(!plano.contains("Sort"), "{plano}");
     // And the claim itself works and takes only our tipo.
-    let pedido = mensageria_core::banco::Pedido {
+    let pedido = mensageria_core::teste::reivindicacao::Pedido {
         tipos: &tipos,
         pisos_ms: &[0],
         lote: 64,
@@ -486,7 +485,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
         dono: "r",
         token: 2,
     };
-    let linhas = <Postgres as Banco>::reivindicar(&db.pool, pedido)
+    let linhas = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido)
         .await
         .unwrap();
     assert_eq!(linhas.len(), 64);
@@ -537,7 +536,7 @@ async fn piso_evita_caminhar_sobre_linhas_mortas() {
         async move {
             let plano: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) {}",
-                mensageria_core::banco::postgres::SQL_REIVINDICAR
+                mensageria_core::teste::reivindicacao::SQL_REIVINDICAR
             )))
             .persistent(false)
             .bind(vec!["teste.aviso".to_owned()])

@@ -7,8 +7,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
-use mensageria_core::banco::Recebida;
-use mensageria_core::{Banco, correlacao};
+use mensageria_core::correlacao;
+use mensageria_core::operacoes::{self, Recebida};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
@@ -162,7 +162,7 @@ async fn responder<R: Receptor>(
             id_mensagem,
             versao,
         };
-        match <R::Banco as Banco>::registrar_recebida(&mut *tx, recebida).await {
+        match operacoes::registrar_recebida::<R::Banco>(&mut *tx, recebida).await {
             Ok(true) => {}
             Ok(false) => {
                 let _ = tx.commit().await;

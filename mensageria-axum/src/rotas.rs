@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, get, post};
 use mensageria_core::sqlx::Pool;
-use mensageria_core::{Banco, Erro, ErroConfiguracao};
+use mensageria_core::{Banco, Erro, ErroConfiguracao, operacoes};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -110,13 +110,8 @@ pub fn montar<R: Receptor>(estado: &dyn Any) -> Option<MethodRouter> {
 /// locks); returns how many. Run it periodically (the CLI's `purgar` does).
 pub async fn purgar<DB: Banco>(pool: &Pool<DB>, config: &Config) -> Result<u64, Erro> {
     config.validar()?;
-    let idade_ms = i64::try_from(config.retencao.as_millis()).unwrap_or(i64::MAX);
-    let mut total = 0;
-    loop {
-        let apagados = DB::purgar_recebidas(pool, idade_ms, 1000).await?;
-        total += apagados;
-        if apagados < 1000 {
-            return Ok(total);
-        }
-    }
+    let lote = std::num::NonZeroU32::new(1000).expect("1000 is not zero");
+    Ok(operacoes::purgar_recebidas(pool, config.retencao, lote)
+        .await?
+        .apagadas)
 }

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::post;
-use mensageria_core::Banco;
-use mensageria_core::banco::Recebida;
+use mensageria_core::operacoes::{Recebida, registrar_recebida};
 use sqlx::{PgPool, Postgres};
 
 use crate::Parametros;
@@ -275,7 +274,7 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
 
 async fn registrar(tx: &mut sqlx::Transaction<'_, Postgres>, n: i64) -> bool {
     let chave = format!("[{n}]");
-    Postgres::registrar_recebida(
+    registrar_recebida::<Postgres>(
         &mut **tx,
         Recebida {
             tipo: "bench.db",

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mensageria_core::Banco;
-use mensageria_core::banco::Pedido;
 use mensageria_core::relay::{Config, Relay};
-use sqlx::{PgPool, Postgres};
+use mensageria_core::teste::reivindicacao::{self, Pedido};
+use sqlx::PgPool;
 
 use crate::Parametros;
 use crate::ambiente::{Pg, rss_kib};
@@ -38,7 +37,7 @@ async fn reivindicar(pool: &PgPool, piso_ms: i64) -> (f64, i64) {
     let tipos = ["bench.nada"];
     let pisos = [piso_ms];
     let inicio = Instant::now();
-    let linhas = Postgres::reivindicar(
+    let linhas = reivindicacao::reivindicar(
         pool,
         Pedido {
             tipos: &tipos,

@@ -25,25 +25,23 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use mensageria_core::operacoes::{self, Instancia, Reivindicacao};
 use serde::Serialize;
-use sqlx::AssertSqlSafe;
 
 use crate::argumentos::AcaoApps;
 use crate::conexao::{Conexao, nos_dois};
 use crate::confirmacao::confirmar;
 use crate::duracao::{humana, humana_ms};
 use crate::erro::ErroCli;
-use crate::saida_formatada::{Relatorio, Tabela, imprimir};
-use crate::tabelas::{self, Instancia, Reivindicacao, rfc3339};
+use crate::saida_formatada::{Relatorio, Tabela, imprimir, rfc3339};
 use crate::texto_seguro::escapar;
 
 /// The schema version that added `mensageria_instancias`.
 pub(crate) const VERSAO_DAS_INSTANCIAS: i64 = 2;
 
 /// The shortest silence after which an instance counts as dead, whatever its own dead-after
-/// period: a relay configured with a very short lease (a test's) should not flicker between
-/// alive and dead in an operator's report because one heartbeat was late.
-pub(crate) const PISO_DE_VIDA_MS: i64 = 10_000;
+/// period (`mensageria_core::operacoes::PISO_DE_VIDA`, which `remover_app` applies too).
+pub(crate) const PISO_DE_VIDA_MS: i64 = operacoes::PISO_DE_VIDA.as_millis() as i64;
 
 /// How long an app whose relay records no instances may go without refreshing
 /// `mensageria_apps` (every 15 s) before `apps` calls it silent: doctor's default
@@ -222,20 +220,24 @@ pub(crate) async fn panorama(
     conexao: &Conexao,
     silencio_ms: i64,
     com_instancias: bool,
-) -> Result<Vec<App>, sqlx::Error> {
-    let pendentes: BTreeMap<String, i64> = tabelas::fila(conexao)
-        .await?
-        .into_iter()
-        .map(|f| (f.tipo, f.total))
-        .collect();
+) -> Result<Vec<App>, ErroCli> {
+    let (fila, reivindicacoes, instancias) = nos_dois!(conexao, pool => {
+        let fila = operacoes::fila(pool).await?;
+        let reivindicacoes = operacoes::reivindicacoes(pool).await?;
+        let instancias = if com_instancias {
+            operacoes::instancias(pool).await?
+        } else {
+            Vec::new()
+        };
+        (fila, reivindicacoes, instancias)
+    });
+    let pendentes: BTreeMap<String, i64> = fila.into_iter().map(|f| (f.tipo, f.total)).collect();
     let mut por_app: BTreeMap<String, (Vec<Reivindicacao>, Vec<Instancia>)> = BTreeMap::new();
-    for r in tabelas::reivindicacoes(conexao).await? {
+    for r in reivindicacoes {
         por_app.entry(r.app.clone()).or_default().0.push(r);
     }
-    if com_instancias {
-        for i in tabelas::instancias(conexao).await? {
-            por_app.entry(i.app.clone()).or_default().1.push(i);
-        }
+    for i in instancias {
+        por_app.entry(i.app.clone()).or_default().1.push(i);
     }
     Ok(por_app
         .into_iter()
@@ -467,46 +469,17 @@ async fn remover(
         });
     }
 
-    let d = conexao.dialeto();
-    let viva = format!(
-        "parada_em IS NULL AND recuperada_em IS NULL \
-         AND {agora} - {visto} <= CASE WHEN morta_apos_ms > {PISO_DE_VIDA_MS} \
-                                       THEN morta_apos_ms ELSE {PISO_DE_VIDA_MS} END",
-        agora = d.agora_ms(),
-        visto = d.ms("visto_em"),
-    );
-    let apagar_instancias =
-        format!("DELETE FROM mensageria_instancias WHERE app = $1 AND NOT ({viva})");
-    let restantes = "SELECT instancia FROM mensageria_instancias WHERE app = $1 ORDER BY instancia";
-    let apagar_registros = "DELETE FROM mensageria_apps WHERE app = $1";
-    let resultado: Result<(u64, u64), Vec<String>> = nos_dois!(conexao, pool => {
-        let mut tx = pool.begin().await?;
-        let instancias = sqlx::query(AssertSqlSafe(apagar_instancias))
-            .bind(&app)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        let vivas: Vec<String> = sqlx::query_scalar(restantes)
-            .bind(&app)
-            .fetch_all(&mut *tx)
-            .await?;
-        if vivas.is_empty() {
-            let registros = sqlx::query(apagar_registros)
-                .bind(&app)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            tx.commit().await?;
-            Ok((instancias, registros))
-        } else {
-            tx.rollback().await?;
-            Err(vivas)
-        }
-    });
-    let (instancias, registros) = resultado.map_err(|vivas| ErroCli::AppVivo {
-        detalhe: format!("instance(s) {} came alive meanwhile", vivas.join(", ")),
-        app: app.clone(),
-    })?;
+    let removido =
+        nos_dois!(conexao, pool => operacoes::remover_app(pool, &app).await).map_err(|erro| {
+            match erro {
+                operacoes::ErroOperacao::AppVivo { instancias, .. } => ErroCli::AppVivo {
+                    detalhe: format!("instance(s) {} came alive meanwhile", instancias.join(", ")),
+                    app: app.clone(),
+                },
+                outro => ErroCli::from(outro),
+            }
+        })?;
+    let (instancias, registros) = (removido.instancias, removido.registros);
     imprimir(
         &Removido {
             app,
@@ -572,17 +545,7 @@ mod testes {
     use super::*;
 
     fn instancia(nome: &str, iniciada: i64, visto: i64, ha: i64) -> Instancia {
-        Instancia {
-            instancia: nome.to_owned(),
-            app: "a".to_owned(),
-            iniciada_em_ms: iniciada,
-            visto_em_ms: visto,
-            visto_ha_ms: ha,
-            morta_apos_ms: 3_000,
-            parada_em_ms: None,
-            recuperada_em_ms: None,
-            em_voo: 0,
-        }
+        Instancia::new(nome, "a", iniciada, visto, ha, 3_000)
     }
 
     fn estado(instancias: Vec<Instancia>) -> EstadoApp {
@@ -648,12 +611,7 @@ mod testes {
 
     #[test]
     fn sem_instancias_vale_o_registro() {
-        let reivindicacao = |ha| Reivindicacao {
-            app: "a".into(),
-            tipo: "t".into(),
-            visto_ha_ms: ha,
-            visto_em_ms: 0,
-        };
+        let reivindicacao = |ha| Reivindicacao::new("a", "t", 0, ha);
         let app = |ha| {
             montar(
                 "a".into(),

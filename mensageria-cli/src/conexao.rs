@@ -1,5 +1,6 @@
-//! The database a command talks to: PostgreSQL or SQLite, chosen by the URL, and the few SQL
-//! fragments that differ between them.
+//! The database a command talks to: PostgreSQL or SQLite, chosen by the URL. Every command
+//! then calls the generic operations of `mensageria_core::operacoes` with its pool: the CLI
+//! holds no SQL.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -22,7 +23,8 @@ pub(crate) enum Conexao {
 }
 
 /// Runs the same body with the pool of whichever backend `$conexao` holds; the body is
-/// type-checked once per backend, so it can use sqlx's generic API without naming the backend.
+/// type-checked once per backend, so it can call mensageria-core's generic API without naming
+/// the backend.
 macro_rules! nos_dois {
     ($conexao:expr, $pool:ident => $corpo:expr) => {
         match $conexao {
@@ -80,14 +82,6 @@ impl Conexao {
         }
     }
 
-    /// The SQL fragments of this backend.
-    pub(crate) fn dialeto(&self) -> Dialeto {
-        match self {
-            Self::Postgres(_) => Dialeto::Postgres,
-            Self::Sqlite(_) => Dialeto::Sqlite,
-        }
-    }
-
     /// Closes the pool (waits for its connections to end cleanly).
     pub(crate) async fn fechar(self) {
         nos_dois!(self, pool => pool.close().await)
@@ -104,51 +98,6 @@ where
     match tokio::time::timeout(PRAZO_CONEXAO, opcoes.connect()).await {
         Ok(conexao) => conexao?.close().await,
         Err(_) => Err(sqlx::Error::PoolTimedOut),
-    }
-}
-
-/// What differs in the SQL of the two backends: PostgreSQL stores `timestamptz`, `uuid` and
-/// `json`; SQLite stores milliseconds since the epoch and text. Every query of the CLI reads
-/// times as milliseconds and ids and payloads as text, through these fragments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialeto {
-    /// PostgreSQL.
-    Postgres,
-    /// SQLite.
-    Sqlite,
-}
-
-impl Dialeto {
-    /// The database clock, in milliseconds since the epoch.
-    pub(crate) fn agora_ms(self) -> &'static str {
-        match self {
-            Self::Postgres => "CAST(extract(epoch FROM now()) * 1000 AS BIGINT)",
-            Self::Sqlite => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
-        }
-    }
-
-    /// A time column, in milliseconds since the epoch.
-    pub(crate) fn ms(self, coluna: &str) -> String {
-        match self {
-            Self::Postgres => format!("CAST(extract(epoch FROM {coluna}) * 1000 AS BIGINT)"),
-            Self::Sqlite => coluna.to_owned(),
-        }
-    }
-
-    /// A `uuid` or `json` column, as text.
-    pub(crate) fn texto(self, coluna: &str) -> String {
-        match self {
-            Self::Postgres => format!("{coluna}::text"),
-            Self::Sqlite => coluna.to_owned(),
-        }
-    }
-
-    /// A text parameter compared with a message id column.
-    pub(crate) fn uuid(self, parametro: &str) -> String {
-        match self {
-            Self::Postgres => format!("{parametro}::uuid"),
-            Self::Sqlite => parametro.to_owned(),
-        }
     }
 }
 

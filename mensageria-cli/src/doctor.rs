@@ -14,6 +14,7 @@
 //! (orphans), unless another live app claims those tipos. See [`crate::apps`] for how the states
 //! are told apart.
 
+use mensageria_core::configuracao::exigir_retencao;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,8 +24,9 @@ use crate::conexao::{Conexao, nos_dois};
 use crate::duracao::{humana, humana_ms};
 use crate::erro::ErroCli;
 use crate::saida_formatada::{Relatorio, imprimir};
-use crate::schema::{versao_aplicada, versao_esperada};
+use crate::schema::versao_esperada;
 use crate::texto_seguro::escapar;
+use mensageria_core::operacoes;
 
 /// What doctor found.
 #[derive(Debug, Serialize)]
@@ -116,7 +118,7 @@ pub(crate) async fn executar(
         notas: Vec::new(),
         apps: Vec::new(),
     };
-    let aplicada = nos_dois!(conexao, pool => versao_aplicada(pool).await?);
+    let aplicada = nos_dois!(conexao, pool => operacoes::versao_aplicada(pool).await?);
     d.versao_aplicada = aplicada;
     match aplicada {
         None => {
@@ -171,9 +173,8 @@ fn concluir(mut d: Diagnostico, json: bool) -> bool {
 }
 
 /// Versions recorded with `success = false`.
-async fn migracoes_falhas(conexao: &Conexao) -> Result<Vec<i64>, sqlx::Error> {
-    let sql = "SELECT version FROM _mensageria_migrations WHERE NOT success ORDER BY version";
-    Ok(nos_dois!(conexao, pool => sqlx::query_scalar(sql).fetch_all(pool).await?))
+async fn migracoes_falhas(conexao: &Conexao) -> Result<Vec<i64>, ErroCli> {
+    Ok(nos_dois!(conexao, pool => operacoes::migracoes_falhas(pool).await?))
 }
 
 fn problema_migracao_falhou(falhas: &[i64]) -> Problema {
@@ -296,7 +297,7 @@ async fn verificar_apps(
     }
 
     let mut orfas = 0;
-    for fila in crate::tabelas::fila(conexao).await? {
+    for fila in nos_dois!(conexao, pool => operacoes::fila(pool).await?) {
         if vivos.contains_key(fila.tipo.as_str()) {
             continue;
         }
@@ -358,7 +359,7 @@ fn verificar_retencao(args: &ArgsDoctor, d: &mut Diagnostico) {
         ));
         return;
     };
-    if retencao <= horizonte {
+    if exigir_retencao(retencao, horizonte).is_err() {
         d.problemas.push(Problema {
             codigo: Codigo::RetencaoCurta,
             tipo: None,

@@ -2,9 +2,14 @@
 
 use std::time::Duration;
 
+use mensageria_core::operacoes::ErroOperacao;
+
 use crate::duracao::humana;
 
 /// Why a command could not do its job. Printed as one line on stderr (exit code 1).
+///
+/// An operation's error (`mensageria_core::operacoes::ErroOperacao`) becomes the variant that
+/// says the same in the CLI's words (a database error is [`ErroCli::Banco`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum ErroCli {
@@ -93,4 +98,20 @@ pub(crate) enum ErroCli {
         /// The senders' horizon in force.
         horizonte: Duration,
     },
+}
+
+impl From<ErroOperacao> for ErroCli {
+    fn from(erro: ErroOperacao) -> Self {
+        match erro {
+            ErroOperacao::Banco(fonte) => Self::Banco(fonte),
+            ErroOperacao::MortaNaoEncontrada { id_mensagem } => {
+                Self::MortaNaoEncontrada { id: id_mensagem }
+            }
+            ErroOperacao::AppVivo { app, instancias } => Self::AppVivo {
+                detalhe: format!("instance(s) {}", instancias.join(", ")),
+                app,
+            },
+            outro => Self::Core(outro.into()),
+        }
+    }
 }

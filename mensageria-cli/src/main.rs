@@ -11,10 +11,10 @@
 //! ```
 //!
 //! Every module is one command or one concept: [`argumentos`] (the command line),
-//! [`conexao`] (PostgreSQL or SQLite), [`tabelas`] (the shared queries), [`saida_formatada`]
-//! (tables and JSON), [`texto_seguro`] (what a terminal may be shown), [`duracao`], [`erro`],
+//! [`conexao`] (PostgreSQL or SQLite), [`saida_formatada`] (tables and JSON), [`texto_seguro`] (what a terminal may be shown), [`duracao`], [`erro`],
 //! [`confirmacao`], and the commands [`schema`], [`status`], [`mortas`], [`purga`], [`doctor`],
-//! [`apps`].
+//! [`apps`]. The commands hold no SQL: they call `mensageria_core::operacoes` and format what
+//! it returns.
 
 mod apps;
 mod argumentos;
@@ -28,7 +28,6 @@ mod purga;
 mod saida_formatada;
 mod schema;
 mod status;
-mod tabelas;
 mod texto_seguro;
 
 use std::process::ExitCode;

@@ -1,15 +1,15 @@
 //! `mortas`: the dead letters — messages the relay gave up on, kept until a human replays or
 //! discards them.
 //!
-//! Replaying goes through mensageria-core's own `Banco::reenfileirar_mortas` (the row returns to
-//! the saída with its message id, payload and correlation id, attempts reset to 0 and its age
-//! counted from the replay); the owning app's relay then delivers it like any other row.
+//! Every action is an operation of `mensageria_core::operacoes`. Replaying
+//! (`reenfileirar_morta`, `reenfileirar_mortas`) returns the row to the saída with its message
+//! id, payload and correlation id, attempts reset to 0 and its age counted from the replay; the
+//! owning app's relay then delivers it like any other row.
 
 use std::io::Write;
 
-use mensageria_core::Banco;
+use mensageria_core::operacoes;
 use serde::Serialize;
-use sqlx::AssertSqlSafe;
 use uuid::Uuid;
 
 use crate::argumentos::{AcaoMortas, AlvoReenfileirar};
@@ -17,8 +17,7 @@ use crate::conexao::{Conexao, nos_dois};
 use crate::confirmacao::confirmar;
 use crate::duracao::humana_ms;
 use crate::erro::ErroCli;
-use crate::saida_formatada::{Relatorio, Tabela, imprimir, resumo};
-use crate::tabelas::rfc3339;
+use crate::saida_formatada::{Relatorio, Tabela, imprimir, resumo, rfc3339};
 use crate::texto_seguro::{escapar, escapar_exceto_quebras};
 
 /// Runs one `mortas` action.
@@ -94,58 +93,18 @@ fn imprimir_payload_cru(morta: &Morta) -> Result<(), ErroCli> {
 
 /// The dead letter `id`, or [`ErroCli::MortaNaoEncontrada`].
 async fn buscar(conexao: &Conexao, id: Uuid) -> Result<Morta, ErroCli> {
-    let d = conexao.dialeto();
-    let sql = format!(
-        "SELECT {id}, tipo, CAST(tentativas AS BIGINT), ultimo_erro, app, correlacao, {criada}, \
-             {morta}, CAST({agora} - {morta} AS BIGINT), {payload} \
-         FROM mensageria_mortas WHERE id_mensagem = {param}",
-        id = d.texto("id_mensagem"),
-        criada = d.ms("criada_em"),
-        morta = d.ms("morta_em"),
-        agora = d.agora_ms(),
-        payload = d.texto("payload"),
-        param = d.uuid("$1"),
-    );
-    type Linha = (
-        String,
-        String,
-        i64,
-        String,
-        Option<String>,
-        Option<String>,
-        i64,
-        i64,
-        i64,
-        String,
-    );
-    let linha: Option<Linha> = nos_dois!(conexao, pool => {
-        sqlx::query_as(AssertSqlSafe(sql)).bind(id.to_string()).fetch_optional(pool).await?
-    });
-    let Some((
-        id_mensagem,
-        tipo,
-        tentativas,
-        ultimo_erro,
-        app,
-        correlacao,
-        criada,
-        morta,
-        ha,
-        payload,
-    )) = linha
-    else {
-        return Err(ErroCli::MortaNaoEncontrada { id });
-    };
+    let morta = nos_dois!(conexao, pool => operacoes::buscar_morta(pool, id).await?);
+    let payload = morta.payload;
     Ok(Morta {
-        id_mensagem,
-        tipo,
-        tentativas,
-        ultimo_erro,
-        app,
-        correlacao,
-        criada_em: rfc3339(criada),
-        morta_em: rfc3339(morta),
-        morta_ha_ms: ha.max(0),
+        id_mensagem: morta.id_mensagem.to_string(),
+        tipo: morta.tipo,
+        tentativas: morta.tentativas,
+        ultimo_erro: morta.ultimo_erro,
+        app: morta.app,
+        correlacao: morta.correlacao,
+        criada_em: rfc3339(morta.criada_em_ms),
+        morta_em: rfc3339(morta.morta_em_ms),
+        morta_ha_ms: morta.morta_ha_ms,
         payload: serde_json::value::RawValue::from_string(payload.clone()).unwrap_or_else(|_| {
             // Not JSON (cannot happen for rows the saída wrote): show it as a JSON string.
             serde_json::value::to_raw_value(&payload).expect("a string serializes")
@@ -214,41 +173,21 @@ async fn listar(
     limite: i64,
     json: bool,
 ) -> Result<(), ErroCli> {
-    let d = conexao.dialeto();
-    let filtro = "(CAST($1 AS TEXT) IS NULL OR tipo = $1)";
-    let sql = format!(
-        "SELECT {id}, tipo, CAST(tentativas AS BIGINT), app, {morta}, \
-             CAST({agora} - {morta} AS BIGINT), ultimo_erro \
-         FROM mensageria_mortas WHERE {filtro} ORDER BY morta_em DESC, id_mensagem LIMIT $2",
-        id = d.texto("id_mensagem"),
-        morta = d.ms("morta_em"),
-        agora = d.agora_ms(),
-    );
-    let contar = format!("SELECT CAST(count(*) AS BIGINT) FROM mensageria_mortas WHERE {filtro}");
-    type Linha = (String, String, i64, Option<String>, i64, i64, String);
-    let (linhas, total): (Vec<Linha>, i64) = nos_dois!(conexao, pool => {
-        let linhas = sqlx::query_as(AssertSqlSafe(sql))
-            .bind(tipo)
-            .bind(limite.max(0))
-            .fetch_all(pool)
-            .await?;
-        let total = sqlx::query_scalar(AssertSqlSafe(contar)).bind(tipo).fetch_one(pool).await?;
-        (linhas, total)
-    });
-    let mortas = linhas
+    let pagina = nos_dois!(conexao, pool => operacoes::listar_mortas(pool, tipo, limite).await?);
+    let mortas = pagina
+        .mortas
         .into_iter()
-        .map(
-            |(id_mensagem, tipo, tentativas, app, morta, ha, ultimo_erro)| ItemDaLista {
-                id_mensagem,
-                tipo,
-                tentativas,
-                app,
-                morta_em: rfc3339(morta),
-                morta_ha_ms: ha.max(0),
-                ultimo_erro,
-            },
-        )
+        .map(|m| ItemDaLista {
+            id_mensagem: m.id_mensagem.to_string(),
+            tipo: m.tipo,
+            tentativas: m.tentativas,
+            app: m.app,
+            morta_em: rfc3339(m.morta_em_ms),
+            morta_ha_ms: m.morta_ha_ms,
+            ultimo_erro: m.ultimo_erro,
+        })
         .collect();
+    let total = pagina.total;
     imprimir(&Lista { total, mortas }, json);
     Ok(())
 }
@@ -296,12 +235,15 @@ async fn reenfileirar(
     json: bool,
 ) -> Result<(), ErroCli> {
     let tipo = if alvo.todas { None } else { alvo.tipo };
-    let movidas = nos_dois!(conexao, pool => {
-        Banco::reenfileirar_mortas(pool, alvo.id, tipo.as_deref()).await?
-    });
-    if let (Some(id), 0) = (alvo.id, movidas) {
-        return Err(ErroCli::MortaNaoEncontrada { id });
-    }
+    let movidas = match alvo.id {
+        Some(id) => {
+            nos_dois!(conexao, pool => operacoes::reenfileirar_morta(pool, id).await?);
+            1
+        }
+        None => nos_dois!(conexao, pool => {
+            operacoes::reenfileirar_mortas(pool, tipo.as_deref()).await?
+        }),
+    };
     imprimir(
         &Reenfileiradas {
             reenfileiradas: movidas,
@@ -338,17 +280,8 @@ async fn descartar(conexao: &Conexao, id: Uuid, yes: bool, json: bool) -> Result
             opcao: "--yes",
         });
     }
-    let sql = format!(
-        "DELETE FROM mensageria_mortas WHERE id_mensagem = {}",
-        conexao.dialeto().uuid("$1")
-    );
-    let apagadas = nos_dois!(conexao, pool => {
-        sqlx::query(AssertSqlSafe(sql)).bind(id.to_string()).execute(pool).await?.rows_affected()
-    });
-    if apagadas == 0 {
-        // Replayed or discarded by someone else meanwhile.
-        return Err(ErroCli::MortaNaoEncontrada { id });
-    }
+    // Replayed or discarded by someone else meanwhile: `MortaNaoEncontrada`.
+    nos_dois!(conexao, pool => operacoes::descartar_morta(pool, id).await?);
     imprimir(
         &Descartada {
             descartada: morta.id_mensagem,

@@ -1,10 +1,12 @@
 //! `purgar`: deletes the receptores' dedup records older than the retention, in batches (one
-//! short statement each, through mensageria-core's `Banco::purgar_recebidas`), and refuses a
+//! short statement each, through `mensageria_core::operacoes::purgar_recebidas`), and refuses a
 //! retention that a late redelivery could outlive.
 
+use mensageria_core::configuracao::exigir_retencao;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
-use mensageria_core::Banco;
+use mensageria_core::operacoes;
 use serde::Serialize;
 
 use crate::argumentos::{ArgsPurgar, horizonte_padrao};
@@ -48,31 +50,23 @@ pub(crate) async fn executar(
 ) -> Result<(), ErroCli> {
     nos_dois!(conexao, pool => mensageria_core::verificar_schema(pool).await?);
     let horizonte = args.horizonte.unwrap_or_else(horizonte_padrao);
-    if args.retencao <= horizonte {
-        return Err(ErroCli::RetencaoCurta {
-            retencao: args.retencao,
-            horizonte,
-        });
-    }
-    let idade_ms = i64::try_from(args.retencao.as_millis()).unwrap_or(i64::MAX);
-    let lote = args.lote;
-    let (apagadas, lotes) = nos_dois!(conexao, pool => {
-        let (mut apagadas, mut lotes) = (0_u64, 0_u64);
-        loop {
-            let agora = Banco::purgar_recebidas(pool, idade_ms, lote).await?;
-            apagadas += agora;
-            lotes += 1;
-            if agora < lote.unsigned_abs() {
-                break;
-            }
-        }
-        (apagadas, lotes)
+    exigir_retencao(args.retencao, horizonte).map_err(|_| ErroCli::RetencaoCurta {
+        retencao: args.retencao,
+        horizonte,
+    })?;
+    // clap keeps `--lote` at 1 or more; beyond u32 it is capped (a batch that large is one).
+    let lote = u32::try_from(args.lote)
+        .ok()
+        .and_then(NonZeroU32::new)
+        .unwrap_or(NonZeroU32::MAX);
+    let purga = nos_dois!(conexao, pool => {
+        operacoes::purgar_recebidas(pool, args.retencao, lote).await?
     });
     imprimir(
         &Purga {
-            apagadas,
-            lotes,
-            lote,
+            apagadas: purga.apagadas,
+            lotes: purga.lotes,
+            lote: args.lote,
             retencao_s: args.retencao.as_secs(),
         },
         json,

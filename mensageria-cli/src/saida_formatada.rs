@@ -7,6 +7,14 @@ use serde::Serialize;
 
 use crate::texto_seguro::{self, escapar};
 
+/// An instant in milliseconds since the epoch (as `mensageria_core::operacoes` gives times), as
+/// RFC 3339 (UTC).
+pub(crate) fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
 /// What a command prints: a JSON document and a text for people.
 pub(crate) trait Relatorio: Serialize {
     /// The text printed without `--json`. Text from the database goes in through

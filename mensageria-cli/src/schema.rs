@@ -1,6 +1,6 @@
 //! `migrar` and `verificar`: the schema through mensageria-core's own API.
 
-use mensageria_core::Banco;
+use mensageria_core::operacoes;
 use serde::Serialize;
 
 use crate::conexao::{Conexao, nos_dois};
@@ -37,7 +37,7 @@ impl Relatorio for Migracao {
 /// Applies the missing migrations and says what changed.
 pub(crate) async fn migrar(conexao: &Conexao, json: bool) -> Result<(), ErroCli> {
     let relatorio = nos_dois!(conexao, pool => {
-        let antes = versao_aplicada(pool).await?;
+        let antes = operacoes::versao_aplicada(pool).await?;
         mensageria_core::migrar(pool).await?;
         let depois = mensageria_core::verificar_schema(pool).await?.aplicada;
         Migracao { antes, depois }
@@ -46,16 +46,9 @@ pub(crate) async fn migrar(conexao: &Conexao, json: bool) -> Result<(), ErroCli>
     Ok(())
 }
 
-/// The newest migration applied, `None` without the migrations table (or with none applied).
-pub(crate) async fn versao_aplicada<DB: Banco>(
-    pool: &sqlx::Pool<DB>,
-) -> Result<Option<i64>, sqlx::Error> {
-    Ok(DB::versao_aplicada(pool).await?.filter(|v| *v > 0))
-}
-
 /// The newest migration this build knows, for `pool`'s backend.
-pub(crate) fn versao_esperada<DB: Banco>(_pool: &sqlx::Pool<DB>) -> i64 {
-    DB::versao_esperada()
+pub(crate) fn versao_esperada<DB: mensageria_core::Banco>(_pool: &sqlx::Pool<DB>) -> i64 {
+    operacoes::versao_esperada::<DB>()
 }
 
 /// What `verificar` found.

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use mensageria_core::operacoes;
+
 use crate::conexao::{Conexao, nos_dois};
 use crate::duracao::humana_ms;
 use crate::erro::ErroCli;
-use crate::saida_formatada::{Relatorio, Tabela, imprimir};
-use crate::tabelas::{self, rfc3339};
+use crate::saida_formatada::{Relatorio, Tabela, imprimir, rfc3339};
 
 /// The attempts histogram's buckets (the relay dead-letters after 25 attempts by default).
 const FAIXAS: [(&str, i64, i64); 6] = [
@@ -122,15 +123,29 @@ fn or_traco(texto: String) -> String {
 
 /// Reads the tables and prints the report.
 pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCli> {
-    nos_dois!(conexao, pool => mensageria_core::verificar_schema(pool).await?);
+    let (fila, tentativas, mortas, reivindicacoes) = nos_dois!(conexao, pool => {
+        mensageria_core::verificar_schema(pool).await?;
+        (
+            operacoes::fila(pool).await?,
+            operacoes::tentativas(pool).await?,
+            operacoes::mortas_por_tipo(pool).await?,
+            operacoes::reivindicacoes(pool).await?,
+        )
+    });
     let mut tipos: BTreeMap<String, StatusDoTipo> = BTreeMap::new();
-    for f in tabelas::fila(conexao).await? {
+    for f in fila {
         let t = linha(&mut tipos, &f.tipo);
         t.pendentes = f.total - f.em_voo;
         t.em_voo = f.em_voo;
         t.idade_mais_antiga_ms = Some(f.idade_mais_antiga_ms.max(0));
     }
-    for (tipo, tentativas, mensagens) in tabelas::tentativas(conexao).await? {
+    for operacoes::TentativasDoTipo {
+        tipo,
+        tentativas,
+        mensagens,
+        ..
+    } in tentativas
+    {
         let t = linha(&mut tipos, &tipo);
         let Some((faixa, ..)) = FAIXAS
             .iter()
@@ -143,10 +158,10 @@ pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCl
             None => t.tentativas.push(Faixa { faixa, mensagens }),
         }
     }
-    for (tipo, mortas) in tabelas::mortas_por_tipo(conexao).await? {
-        linha(&mut tipos, &tipo).mortas = mortas;
+    for m in mortas {
+        linha(&mut tipos, &m.tipo).mortas = m.mortas;
     }
-    for r in tabelas::reivindicacoes(conexao).await? {
+    for r in reivindicacoes {
         linha(&mut tipos, &r.tipo).apps.push(AppDoTipo {
             app: r.app,
             visto_ha_ms: r.visto_ha_ms.max(0),

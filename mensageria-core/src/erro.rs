@@ -107,6 +107,19 @@ pub enum Erro {
     /// The database answered with an error or could not be reached.
     #[error("database error: {0}")]
     Banco(#[from] sqlx::Error),
+
+    /// An operation of [`crate::operacoes`] refused (a database error is [`Erro::Banco`]).
+    #[error(transparent)]
+    Operacao(crate::operacoes::ErroOperacao),
+}
+
+impl From<crate::operacoes::ErroOperacao> for Erro {
+    fn from(erro: crate::operacoes::ErroOperacao) -> Self {
+        match erro {
+            crate::operacoes::ErroOperacao::Banco(fonte) => Self::Banco(fonte),
+            outro => Self::Operacao(outro),
+        }
+    }
 }
 
 impl std::fmt::Debug for Erro {

@@ -10,6 +10,8 @@
 //! - [`relay`]: the [`Relay`](relay::Relay) that delivers the saída, at least once.
 //! - [`destino`]: the HTTP [`Destino`] enviadores post to (feature `http`).
 //! - [`correlacao`]: the correlation id carried from an enqueue to its deliveries.
+//! - [`operacoes`]: what operators do (replay and discard dead letters, purge dedup records, the
+//!   read models behind `mensageria status`, `doctor` and `apps`, the backlog).
 //! - [`tipo`]: what a valid `tipo` looks like.
 //! - [`configuracao`]: what makes a setting invalid ([`ErroConfiguracao`]).
 
@@ -22,6 +24,7 @@ pub mod destino;
 pub mod enviador;
 mod erro;
 mod fila;
+pub mod operacoes;
 pub mod registro;
 pub mod relay;
 pub mod saida;

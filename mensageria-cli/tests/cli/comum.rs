@@ -176,7 +176,7 @@ macro_rules! plantar_instancia {
 
 /// The schema version this build of mensageria-core migrates to.
 pub(crate) fn versao_esperada<DB: mensageria_core::Banco>(_pool: &sqlx::Pool<DB>) -> i64 {
-    DB::versao_esperada()
+    mensageria_core::operacoes::versao_esperada::<DB>()
 }
 
 /// `SELECT count(*) FROM <tabela>` (plus an optional `WHERE`).

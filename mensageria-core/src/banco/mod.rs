@@ -5,255 +5,324 @@
 //! (feature `sqlite`, the default) and sealed: the API is generic over it so one call works with
 //! either pool, transaction or connection.
 
-use std::future::Future;
-use std::pin::Pin;
-
-use sqlx::{Executor, Pool};
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
-
 #[cfg(feature = "postgres")]
-pub mod postgres;
+pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 /// The name of mensageria's own migrations table (never the application's `_sqlx_migrations`).
 pub const TABELA_MIGRACOES: &str = "_mensageria_migrations";
 
-/// A row about to enter the saída.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct NovaMensagem<'a> {
-    pub id_mensagem: Uuid,
-    pub tipo: &'a str,
-    pub payload: &'a str,
-    pub correlacao: Option<&'a str>,
-}
-
-/// A row the relay has just leased.
-#[doc(hidden)]
-#[derive(Debug, Clone)]
-pub struct Reivindicada {
-    pub id: i64,
-    pub id_mensagem: Uuid,
-    pub tipo: String,
-    pub payload: String,
-    pub correlacao: Option<String>,
-    /// Attempts so far, this one included.
-    pub tentativas: i32,
-    /// Age of the message at claim time (database clock), in milliseconds.
-    pub idade_ms: i64,
-    /// When the row was due before this claim (ms since the epoch, database clock): where the
-    /// queue's head was, for the keyset floor. 0 where the backend does not report it.
-    pub devida_em_ms: i64,
-}
-
-/// What one claim asks for.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy)]
-pub struct Pedido<'a> {
-    pub tipos: &'a [&'a str],
-    /// Per tipo (same order), the keyset floor: only rows due at or after this instant
-    /// (milliseconds since the epoch, database clock) are looked at; 0 looks at everything.
-    /// PostgreSQL only (SQLite has no dead rows to skip).
-    pub pisos_ms: &'a [i64],
-    pub lote: i64,
-    pub lease_ms: i64,
-    pub dono: &'a str,
-    pub token: i64,
-}
-
-/// A dedup record about to be written by a receptor.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy)]
-pub struct Recebida<'a> {
-    pub tipo: &'a str,
-    pub chave: &'a str,
-    pub id_mensagem: Option<Uuid>,
-    /// Convergent mode: the event's version (`None`: plain dedup).
-    pub versao: Option<i64>,
-}
-
 /// A database mensageria can store its tables in: PostgreSQL or SQLite.
-pub trait Banco: sqlx::Database + selado::Selado {
-    /// Applies the migrations that are missing. See [`crate::migrar`].
-    #[doc(hidden)]
-    fn migrar(
-        pool: &Pool<Self>,
-    ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
+///
+/// Name it as a bound (`fn f<DB: Banco>(pool: &sqlx::Pool<DB>)`); it has no methods of its own
+/// to call. What mensageria does with a store is behind [`enfileirar`](crate::enfileirar), the
+/// [`Relay`](crate::relay::Relay), [`migrar`](crate::migrar) and the operations of
+/// [`operacoes`](crate::operacoes). Sealed: implemented for [`sqlx::Postgres`] (feature
+/// `postgres`) and [`sqlx::Sqlite`] (feature `sqlite`) only.
+pub trait Banco: sqlx::Database + interno::BancoInterno {}
 
-    /// The newest migration version this build knows.
-    #[doc(hidden)]
-    fn versao_esperada() -> i64;
+#[cfg(feature = "postgres")]
+impl Banco for sqlx::Postgres {}
+#[cfg(feature = "sqlite")]
+impl Banco for sqlx::Sqlite {}
 
-    /// The newest migration applied, or `None` when the migrations table does not exist.
-    #[doc(hidden)]
-    fn versao_aplicada(
-        pool: &Pool<Self>,
-    ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send;
+pub(crate) use interno::{BancoInterno, NovaMensagem, Pedido, Reivindicada};
 
-    /// Inserts one row into the saída through the caller's executor.
-    ///
-    /// Boxed on purpose: the future's type then does not mention `E`, so a caller's future that
-    /// awaits it (an Axum handler, a `tokio::spawn`ed task) is `Send` for every lifetime of
-    /// `&mut *tx`. With an opaque `impl Future` the compiler has to prove `E: Executor<'e>` for
-    /// all lifetimes and rejects the caller ("implementation of `Executor` is not general
-    /// enough"); `tests/saida.rs` holds the regression.
-    #[doc(hidden)]
-    fn inserir_na_saida<'e, 'm, E>(
-        executor: E,
-        mensagem: NovaMensagem<'m>,
-    ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>>
-    where
-        E: Executor<'e, Database = Self> + 'm,
-        'e: 'm;
+/// What the stores do, one method per statement (or transaction). Crate-private: users name
+/// [`Banco`] as a bound; the operations they may call are the documented functions of
+/// [`crate::operacoes`] (and, for tests and the bench, `crate::teste::reivindicacao`).
+pub(crate) mod interno {
+    use std::future::Future;
+    use std::pin::Pin;
 
-    /// Leases up to `pedido.lote` due rows of `pedido.tipos`: bumps their attempts, pushes their
-    /// next attempt to the lease's end (database clock) and stamps the fencing token.
-    #[doc(hidden)]
-    fn reivindicar(
-        pool: &Pool<Self>,
-        pedido: Pedido<'_>,
-    ) -> impl Future<Output = Result<Vec<Reivindicada>, sqlx::Error>> + Send;
+    use sqlx::{Executor, Pool};
+    use tokio_util::sync::CancellationToken;
+    use uuid::Uuid;
 
-    /// Deletes delivered rows, each only if its lease token is still the one given; returns
-    /// the ids deleted (the others were fenced). One statement, one commit.
-    #[doc(hidden)]
-    fn confirmar_lote(
-        pool: &Pool<Self>,
-        pares: &[(i64, i64)],
-    ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
+    use crate::operacoes::{
+        AppRemovido, Backlog, FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Recebida,
+        Reivindicacao, TentativasDoTipo,
+    };
 
-    /// Schedules a retry in `atraso_ms`, if the lease `token` is still ours. `contar` false
-    /// gives the attempt back (a failed probe of a destination that is down is the
-    /// destination's failure, not the message's: it must not bring the message closer to the
-    /// dead letters).
-    #[doc(hidden)]
-    fn reagendar(
-        pool: &Pool<Self>,
-        id: i64,
-        token: i64,
-        atraso_ms: i64,
-        erro: &str,
-        contar: bool,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+    /// A row about to enter the saída.
+    #[derive(Debug)]
+    pub struct NovaMensagem<'a> {
+        /// Its message id (UUIDv7).
+        pub id_mensagem: Uuid,
+        /// Its tipo.
+        pub tipo: &'a str,
+        /// The payload, serialized JSON.
+        pub payload: &'a str,
+        /// The correlation id in force, if any.
+        pub correlacao: Option<&'a str>,
+    }
 
-    /// Extends the leases of rows still being delivered to `lease_ms` from now (database clock),
-    /// each only while its token is still the one given: one statement for all of them.
-    /// Returns how many were extended (the others were settled or fenced meanwhile).
-    #[doc(hidden)]
-    fn renovar_leases(
-        pool: &Pool<Self>,
-        pares: &[(i64, i64)],
-        lease_ms: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    /// A row the relay has just leased.
+    #[derive(Debug, Clone)]
+    pub struct Reivindicada {
+        /// The row's id in `mensageria_saida`.
+        pub id: i64,
+        /// Its message id.
+        pub id_mensagem: Uuid,
+        /// Its tipo.
+        pub tipo: String,
+        /// The payload, JSON text.
+        pub payload: String,
+        /// Its correlation id, if any.
+        pub correlacao: Option<String>,
+        /// Attempts so far, this one included.
+        pub tentativas: i32,
+        /// Age of the message at claim time (database clock), in milliseconds.
+        pub idade_ms: i64,
+        /// When the row was due before this claim (ms since the epoch, database clock): where the
+        /// queue's head was, for the keyset floor. 0 where the backend does not report it.
+        pub devida_em_ms: i64,
+    }
 
-    /// Starts (or restarts) relay instance `instancia` of `app`: records it alive, and gives
-    /// back at once the rows an earlier incarnation of the same instance (a stable name that
-    /// restarted) still held. Returns how many rows came back.
-    #[doc(hidden)]
-    fn iniciar_instancia(
-        pool: &Pool<Self>,
-        instancia: &str,
-        app: &str,
-        morta_apos_ms: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    /// What one claim asks for.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Pedido<'a> {
+        /// The tipos to claim rows of.
+        pub tipos: &'a [&'a str],
+        /// Per tipo (same order), the keyset floor: only rows due at or after this instant
+        /// (milliseconds since the epoch, database clock) are looked at; 0 looks at everything.
+        /// PostgreSQL only (SQLite has no dead rows to skip).
+        pub pisos_ms: &'a [i64],
+        /// At most this many rows.
+        pub lote: i64,
+        /// How long the lease lasts, in milliseconds.
+        pub lease_ms: i64,
+        /// The instance that leases them (`lease_dono`).
+        pub dono: &'a str,
+        /// The fencing token stamped on them (`lease_token`).
+        pub token: i64,
+    }
 
-    /// The instance's heartbeat; also gives back at once the rows held by sibling instances of
-    /// the same app that are dead (no heartbeat for their dead-after period, not stopped).
-    /// Returns how many rows came back.
-    #[doc(hidden)]
-    fn bater_instancia(
-        pool: &Pool<Self>,
-        instancia: &str,
-        app: &str,
-        morta_apos_ms: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    /// The store's statements. Implemented in `postgres.rs` and `sqlite.rs`, which hold every
+    /// SQL string of their backend.
+    pub trait BancoInterno: sqlx::Database {
+        /// Applies the migrations that are missing. See [`crate::migrar`].
+        fn migrar(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
 
-    /// Records that the instance stopped gracefully (not dead: operators need not look).
-    #[doc(hidden)]
-    fn parar_instancia(
-        pool: &Pool<Self>,
-        instancia: &str,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+        /// The newest migration version this build knows.
+        fn versao_esperada() -> i64;
 
-    /// Moves a row to the dead letters, if the lease `token` is still ours.
-    #[doc(hidden)]
-    fn matar(
-        pool: &Pool<Self>,
-        id: i64,
-        token: i64,
-        erro: &str,
-        app: &str,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+        /// The newest migration applied, or `None` when the migrations table does not exist.
+        fn versao_aplicada(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send;
 
-    /// Gives leased rows back untouched (their attempt did not happen): due now, one attempt less.
-    #[doc(hidden)]
-    fn liberar(
-        pool: &Pool<Self>,
-        id: i64,
-        token: i64,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+        /// Inserts one row into the saída through the caller's executor.
+        ///
+        /// Boxed on purpose: the future's type then does not mention `E`, so a caller's future that
+        /// awaits it (an Axum handler, a `tokio::spawn`ed task) is `Send` for every lifetime of
+        /// `&mut *tx`. With an opaque `impl Future` the compiler has to prove `E: Executor<'e>` for
+        /// all lifetimes and rejects the caller ("implementation of `Executor` is not general
+        /// enough"); `tests/saida.rs` holds the regression.
+        fn inserir_na_saida<'e, 'm, E>(
+            executor: E,
+            mensagem: NovaMensagem<'m>,
+        ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>>
+        where
+            E: Executor<'e, Database = Self> + 'm,
+            'e: 'm;
 
-    /// Records (or refreshes) that `app` claims `tipos`; returns the other apps that claim any
-    /// of them, as `(app, tipo)`.
-    #[doc(hidden)]
-    fn registrar_app(
-        pool: &Pool<Self>,
-        app: &str,
-        tipos: &[&str],
-    ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
+        /// Leases up to `pedido.lote` due rows of `pedido.tipos`: bumps their attempts, pushes their
+        /// next attempt to the lease's end (database clock) and stamps the fencing token.
+        fn reivindicar(
+            pool: &Pool<Self>,
+            pedido: Pedido<'_>,
+        ) -> impl Future<Output = Result<Vec<Reivindicada>, sqlx::Error>> + Send;
 
-    /// Puts dead letters back in the saída with attempts reset and their age restarted (the
-    /// relay's `idade_maxima` counts from the replay): one (`Some(id)`) or every one of `tipo`
-    /// (`None`). Returns how many moved.
-    #[doc(hidden)]
-    fn reenfileirar_mortas(
-        pool: &Pool<Self>,
-        id_mensagem: Option<Uuid>,
-        tipo: Option<&str>,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+        /// Deletes delivered rows, each only if its lease token is still the one given; returns
+        /// the ids deleted (the others were fenced). One statement, one commit.
+        fn confirmar_lote(
+            pool: &Pool<Self>,
+            pares: &[(i64, i64)],
+        ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
 
-    /// Writes a receptor's dedup record in the caller's transaction. `true`: first arrival (or a
-    /// newer version), apply the effect; `false`: a duplicate (or an equal/older version). A
-    /// concurrent duplicate waits for the first transaction, then sees its outcome.
-    #[doc(hidden)]
-    fn registrar_recebida<'c>(
-        conexao: &'c mut <Self as sqlx::Database>::Connection,
-        recebida: Recebida<'c>,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
+        /// Schedules a retry in `atraso_ms`, if the lease `token` is still ours. `contar` false
+        /// gives the attempt back (a failed probe of a destination that is down is the
+        /// destination's failure, not the message's: it must not bring the message closer to the
+        /// dead letters).
+        fn reagendar(
+            pool: &Pool<Self>,
+            id: i64,
+            token: i64,
+            atraso_ms: i64,
+            erro: &str,
+            contar: bool,
+        ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
 
-    /// Deletes up to `lote` dedup records older than `idade_ms`; returns how many.
-    #[doc(hidden)]
-    fn purgar_recebidas(
-        pool: &Pool<Self>,
-        idade_ms: i64,
-        lote: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+        /// Extends the leases of rows still being delivered to `lease_ms` from now (database clock),
+        /// each only while its token is still the one given: one statement for all of them.
+        /// Returns how many were extended (the others were settled or fenced meanwhile).
+        fn renovar_leases(
+            pool: &Pool<Self>,
+            pares: &[(i64, i64)],
+            lease_ms: i64,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
-    /// Leader mode: tries the app's transaction-scoped advisory lock and, when it is ours, returns
-    /// the transaction that holds it (commit or drop it to step down). `Ok(None)`: another replica
-    /// leads this tick. Backends without advisory locks return a transaction that holds nothing.
-    #[doc(hidden)]
-    fn liderar(
-        pool: &Pool<Self>,
-        chave: i64,
-    ) -> impl Future<Output = Result<Option<sqlx::Transaction<'static, Self>>, sqlx::Error>> + Send;
+        /// Starts (or restarts) relay instance `instancia` of `app`: records it alive, and gives
+        /// back at once the rows an earlier incarnation of the same instance (a stable name that
+        /// restarted) still held. Returns how many rows came back.
+        fn iniciar_instancia(
+            pool: &Pool<Self>,
+            instancia: &str,
+            app: &str,
+            morta_apos_ms: i64,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
-    /// Opt-in wake-ups from other processes: listens for the notifications of the trigger that
-    /// `relay::notificacoes::instalar` puts on this schema's saída and wakes this process's relays
-    /// ([`crate::relay::acordar`]) on each, until `cancelar`. Reconnects by itself; polling
-    /// covers the gaps. Backends without LISTEN say so once and return.
-    #[doc(hidden)]
-    fn escutar(pool: Pool<Self>, cancelar: CancellationToken) -> impl Future<Output = ()> + Send;
-}
+        /// The instance's heartbeat; also gives back at once the rows held by sibling instances of
+        /// the same app that are dead (no heartbeat for their dead-after period, not stopped).
+        /// Returns how many rows came back.
+        fn bater_instancia(
+            pool: &Pool<Self>,
+            instancia: &str,
+            app: &str,
+            morta_apos_ms: i64,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
-mod selado {
-    pub trait Selado {}
-    #[cfg(feature = "postgres")]
-    impl Selado for sqlx::Postgres {}
-    #[cfg(feature = "sqlite")]
-    impl Selado for sqlx::Sqlite {}
+        /// Records that the instance stopped gracefully (not dead: operators need not look).
+        fn parar_instancia(
+            pool: &Pool<Self>,
+            instancia: &str,
+        ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+        /// Moves a row to the dead letters, if the lease `token` is still ours.
+        fn matar(
+            pool: &Pool<Self>,
+            id: i64,
+            token: i64,
+            erro: &str,
+            app: &str,
+        ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+        /// Gives leased rows back untouched (their attempt did not happen): due now, one attempt less.
+        fn liberar(
+            pool: &Pool<Self>,
+            id: i64,
+            token: i64,
+        ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+        /// Records (or refreshes) that `app` claims `tipos`; returns the other apps that claim any
+        /// of them, as `(app, tipo)`.
+        fn registrar_app(
+            pool: &Pool<Self>,
+            app: &str,
+            tipos: &[&str],
+        ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
+
+        /// Leader mode: tries the app's transaction-scoped advisory lock and, when it is ours, returns
+        /// the transaction that holds it (commit or drop it to step down). `Ok(None)`: another replica
+        /// leads this tick. Backends without advisory locks return a transaction that holds nothing.
+        fn liderar(
+            pool: &Pool<Self>,
+            chave: i64,
+        ) -> impl Future<Output = Result<Option<sqlx::Transaction<'static, Self>>, sqlx::Error>> + Send;
+
+        /// Opt-in wake-ups from other processes: listens for the notifications of the trigger that
+        /// `relay::notificacoes::instalar` puts on this schema's saída and wakes this process's relays
+        /// ([`crate::relay::acordar`]) on each, until `cancelar`. Reconnects by itself; polling
+        /// covers the gaps. Backends without LISTEN say so once and return.
+        fn escutar(
+            pool: Pool<Self>,
+            cancelar: CancellationToken,
+        ) -> impl Future<Output = ()> + Send;
+
+        /// Puts dead letters back in the saída with attempts reset and their age restarted (the
+        /// relay's `idade_maxima` counts from the replay): one (`Some(id)`) or every one of `tipo`
+        /// (`None`: every one). Returns how many moved.
+        fn reenfileirar_mortas(
+            pool: &Pool<Self>,
+            id_mensagem: Option<Uuid>,
+            tipo: Option<&str>,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+        /// Writes a receptor's dedup record in the caller's transaction. `true`: first arrival (or a
+        /// newer version), apply the effect; `false`: a duplicate (or an equal/older version). A
+        /// concurrent duplicate waits for the first transaction, then sees its outcome.
+        fn registrar_recebida<'c>(
+            conexao: &'c mut <Self as sqlx::Database>::Connection,
+            recebida: Recebida<'c>,
+        ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
+
+        /// Deletes up to `lote` dedup records older than `idade_ms`; returns how many.
+        fn purgar_recebidas(
+            pool: &Pool<Self>,
+            idade_ms: i64,
+            lote: i64,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+        /// The backlog of `tipos`: every one of them, in their order, 0 when empty.
+        fn medir_backlog(
+            pool: &Pool<Self>,
+            tipos: &[&str],
+        ) -> impl Future<Output = Result<Vec<Backlog>, sqlx::Error>> + Send;
+
+        /// Per tipo present in the saída, its rows, those leased now and the oldest one's age.
+        fn fila(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<FilaDoTipo>, sqlx::Error>> + Send;
+
+        /// Rows of the saída per tipo and number of attempts.
+        fn tentativas(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<TentativasDoTipo>, sqlx::Error>> + Send;
+
+        /// Dead letters per tipo.
+        fn mortas_por_tipo(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<MortasDoTipo>, sqlx::Error>> + Send;
+
+        /// Every row of `mensageria_apps`, by tipo then app.
+        fn reivindicacoes(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<Reivindicacao>, sqlx::Error>> + Send;
+
+        /// Every row of `mensageria_instancias`, by app then newest heartbeat first.
+        fn instancias(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<Instancia>, sqlx::Error>> + Send;
+
+        /// Versions recorded with `success = false` in the migrations table.
+        fn migracoes_falhas(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
+
+        /// The dead letters (of `tipo`, when given), newest first, at most `limite`; and how many
+        /// match in all.
+        fn listar_mortas(
+            pool: &Pool<Self>,
+            tipo: Option<&str>,
+            limite: i64,
+        ) -> impl Future<Output = Result<(Vec<MortaListada>, i64), sqlx::Error>> + Send;
+
+        /// One dead letter in full.
+        fn buscar_morta(
+            pool: &Pool<Self>,
+            id_mensagem: Uuid,
+        ) -> impl Future<Output = Result<Option<Morta>, sqlx::Error>> + Send;
+
+        /// Deletes one dead letter; returns how many rows went (0 or 1).
+        fn descartar_morta(
+            pool: &Pool<Self>,
+            id_mensagem: Uuid,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+        /// Deletes `app`'s instance rows that are not alive (alive: no graceful stop, not taken
+        /// over, a heartbeat younger than its dead-after period or than `piso_ms`, whichever is
+        /// longer) and, when none is left, its `mensageria_apps` rows; one transaction. `Ok(Err)`:
+        /// the instances still alive, and nothing changed.
+        fn remover_app(
+            pool: &Pool<Self>,
+            app: &str,
+            piso_ms: i64,
+        ) -> impl Future<Output = Result<Result<AppRemovido, Vec<String>>, sqlx::Error>> + Send;
+    }
 }
 
 /// The newest version in a migrator.

@@ -12,11 +12,14 @@ use sqlx::{Executor, PgPool, Postgres};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Banco, NovaMensagem, Pedido, Recebida, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use super::{BancoInterno, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use crate::operacoes::{
+    AppRemovido, Backlog, FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Recebida,
+    Reivindicacao, TentativasDoTipo,
+};
 
-/// The claim (see `reivindicar`). Public only for the plan regression test.
-#[doc(hidden)]
-pub const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
+/// The claim (see `reivindicar`); `teste::reivindicacao` shows it to the plan regression test.
+pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
          SELECT f.id, f.devida_em FROM unnest($1::text[], $6::int8[]) AS t(tipo, piso_ms) \
          CROSS JOIN LATERAL ( \
              SELECT s.id, s.proxima_tentativa_em AS devida_em FROM mensageria_saida s \
@@ -45,7 +48,7 @@ static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     migrador
 });
 
-impl Banco for Postgres {
+impl BancoInterno for Postgres {
     async fn migrar(pool: &PgPool) -> Result<(), MigrateError> {
         MIGRADOR.run(pool).await
     }
@@ -415,6 +418,315 @@ impl Banco for Postgres {
         .execute(pool)
         .await?;
         Ok(r.rows_affected())
+    }
+
+    async fn medir_backlog(pool: &PgPool, tipos: &[&str]) -> Result<Vec<Backlog>, sqlx::Error> {
+        let linhas: Vec<(String, i64, f64)> = sqlx::query_as(
+            "SELECT t.tipo, count(s.id), \
+                 coalesce(extract(epoch FROM now() - min(s.criada_em)), 0)::float8 \
+             FROM unnest($1::text[]) AS t(tipo) \
+             LEFT JOIN mensageria_saida s ON s.tipo = t.tipo \
+             GROUP BY t.tipo",
+        )
+        .bind(tipos)
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(tipo, linhas, idade_segundos)| Backlog {
+                tipo,
+                linhas,
+                idade_segundos,
+            })
+            .collect())
+    }
+
+    async fn fila(pool: &PgPool) -> Result<Vec<FilaDoTipo>, sqlx::Error> {
+        let linhas: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+            "SELECT tipo, CAST(count(*) AS BIGINT), \
+                 CAST(coalesce(sum(CASE WHEN lease_ate IS NOT NULL \
+                     AND CAST(extract(epoch FROM lease_ate) * 1000 AS BIGINT) \
+                         > CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                 CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     - min(CAST(extract(epoch FROM criada_em) * 1000 AS BIGINT)) AS BIGINT) \
+             FROM mensageria_saida GROUP BY tipo ORDER BY tipo",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(tipo, total, em_voo, idade_mais_antiga_ms)| FilaDoTipo {
+                tipo,
+                total,
+                em_voo,
+                idade_mais_antiga_ms,
+            })
+            .collect())
+    }
+
+    async fn tentativas(pool: &PgPool) -> Result<Vec<TentativasDoTipo>, sqlx::Error> {
+        let linhas: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT tipo, CAST(tentativas AS BIGINT), CAST(count(*) AS BIGINT) \
+             FROM mensageria_saida GROUP BY tipo, tentativas ORDER BY tipo, tentativas",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(tipo, tentativas, mensagens)| TentativasDoTipo {
+                tipo,
+                tentativas,
+                mensagens,
+            })
+            .collect())
+    }
+
+    async fn mortas_por_tipo(pool: &PgPool) -> Result<Vec<MortasDoTipo>, sqlx::Error> {
+        let linhas: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
+             GROUP BY tipo ORDER BY tipo",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(tipo, mortas)| MortasDoTipo { tipo, mortas })
+            .collect())
+    }
+
+    async fn reivindicacoes(pool: &PgPool) -> Result<Vec<Reivindicacao>, sqlx::Error> {
+        let linhas: Vec<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT app, tipo, \
+                 CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     - CAST(extract(epoch FROM visto_em) * 1000 AS BIGINT) AS BIGINT), \
+                 CAST(extract(epoch FROM visto_em) * 1000 AS BIGINT) \
+             FROM mensageria_apps ORDER BY tipo, app",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(app, tipo, visto_ha_ms, visto_em_ms)| Reivindicacao {
+                app,
+                tipo,
+                visto_ha_ms,
+                visto_em_ms,
+            })
+            .collect())
+    }
+
+    async fn instancias(pool: &PgPool) -> Result<Vec<Instancia>, sqlx::Error> {
+        type Linha = (
+            String,
+            String,
+            i64,
+            i64,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            i64,
+        );
+        let linhas: Vec<Linha> = sqlx::query_as(
+            "SELECT i.instancia, i.app, \
+                 CAST(extract(epoch FROM i.iniciada_em) * 1000 AS BIGINT), \
+                 CAST(extract(epoch FROM i.visto_em) * 1000 AS BIGINT), \
+                 CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     - CAST(extract(epoch FROM i.visto_em) * 1000 AS BIGINT) AS BIGINT), \
+                 CAST(i.morta_apos_ms AS BIGINT), \
+                 CAST(extract(epoch FROM i.parada_em) * 1000 AS BIGINT), \
+                 CAST(extract(epoch FROM i.recuperada_em) * 1000 AS BIGINT), \
+                 (SELECT CAST(count(*) AS BIGINT) FROM mensageria_saida s \
+                  WHERE s.lease_dono = i.instancia AND s.lease_token IS NOT NULL \
+                    AND CAST(extract(epoch FROM s.lease_ate) * 1000 AS BIGINT) \
+                        > CAST(extract(epoch FROM now()) * 1000 AS BIGINT)) \
+             FROM mensageria_instancias i ORDER BY i.app, i.visto_em DESC, i.instancia",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(
+                |(
+                    instancia,
+                    app,
+                    iniciada_em_ms,
+                    visto_em_ms,
+                    visto_ha_ms,
+                    morta_apos_ms,
+                    parada_em_ms,
+                    recuperada_em_ms,
+                    em_voo,
+                )| Instancia {
+                    instancia,
+                    app,
+                    iniciada_em_ms,
+                    visto_em_ms,
+                    visto_ha_ms,
+                    morta_apos_ms,
+                    parada_em_ms,
+                    recuperada_em_ms,
+                    em_voo,
+                },
+            )
+            .collect())
+    }
+
+    async fn migracoes_falhas(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT version FROM _mensageria_migrations WHERE NOT success ORDER BY version",
+        )
+        .fetch_all(pool)
+        .await
+    }
+
+    async fn listar_mortas(
+        pool: &PgPool,
+        tipo: Option<&str>,
+        limite: i64,
+    ) -> Result<(Vec<MortaListada>, i64), sqlx::Error> {
+        type Linha = (uuid::Uuid, String, i64, Option<String>, i64, i64, String);
+        let linhas: Vec<Linha> = sqlx::query_as(
+            "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), app, \
+                 CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT), \
+                 CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     - CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT) AS BIGINT), \
+                 ultimo_erro \
+             FROM mensageria_mortas WHERE (CAST($1 AS TEXT) IS NULL OR tipo = $1) \
+             ORDER BY morta_em DESC, id_mensagem LIMIT $2",
+        )
+        .bind(tipo)
+        .bind(limite)
+        .fetch_all(pool)
+        .await?;
+        let total: i64 = sqlx::query_scalar(
+            "SELECT CAST(count(*) AS BIGINT) FROM mensageria_mortas \
+             WHERE (CAST($1 AS TEXT) IS NULL OR tipo = $1)",
+        )
+        .bind(tipo)
+        .fetch_one(pool)
+        .await?;
+        let mortas = linhas
+            .into_iter()
+            .map(
+                |(id_mensagem, tipo, tentativas, app, morta_em_ms, morta_ha_ms, ultimo_erro)| {
+                    MortaListada {
+                        id_mensagem,
+                        tipo,
+                        tentativas,
+                        app,
+                        morta_em_ms,
+                        morta_ha_ms: morta_ha_ms.max(0),
+                        ultimo_erro,
+                    }
+                },
+            )
+            .collect();
+        Ok((mortas, total))
+    }
+
+    async fn buscar_morta(
+        pool: &PgPool,
+        id_mensagem: uuid::Uuid,
+    ) -> Result<Option<Morta>, sqlx::Error> {
+        type Linha = (
+            uuid::Uuid,
+            String,
+            i64,
+            String,
+            Option<String>,
+            Option<String>,
+            i64,
+            i64,
+            i64,
+            String,
+        );
+        let linha: Option<Linha> = sqlx::query_as(
+            "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), ultimo_erro, app, correlacao, \
+                 CAST(extract(epoch FROM criada_em) * 1000 AS BIGINT), \
+                 CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT), \
+                 CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     - CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT) AS BIGINT), \
+                 payload::text \
+             FROM mensageria_mortas WHERE id_mensagem = $1",
+        )
+        .bind(id_mensagem)
+        .fetch_optional(pool)
+        .await?;
+        Ok(linha.map(
+            |(
+                id_mensagem,
+                tipo,
+                tentativas,
+                ultimo_erro,
+                app,
+                correlacao,
+                criada_em_ms,
+                morta_em_ms,
+                morta_ha_ms,
+                payload,
+            )| Morta {
+                id_mensagem,
+                tipo,
+                tentativas,
+                ultimo_erro,
+                app,
+                correlacao,
+                criada_em_ms,
+                morta_em_ms,
+                morta_ha_ms: morta_ha_ms.max(0),
+                payload,
+            },
+        ))
+    }
+
+    async fn descartar_morta(pool: &PgPool, id_mensagem: uuid::Uuid) -> Result<u64, sqlx::Error> {
+        let r = sqlx::query("DELETE FROM mensageria_mortas WHERE id_mensagem = $1")
+            .bind(id_mensagem)
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn remover_app(
+        pool: &PgPool,
+        app: &str,
+        piso_ms: i64,
+    ) -> Result<Result<AppRemovido, Vec<String>>, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let instancias = sqlx::query(
+            "DELETE FROM mensageria_instancias WHERE app = $1 AND NOT ( \
+                 parada_em IS NULL AND recuperada_em IS NULL \
+                 AND CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     - CAST(extract(epoch FROM visto_em) * 1000 AS BIGINT) \
+                     <= CASE WHEN morta_apos_ms > $2 THEN morta_apos_ms ELSE $2 END)",
+        )
+        .bind(app)
+        .bind(piso_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let vivas: Vec<String> = sqlx::query_scalar(
+            "SELECT instancia FROM mensageria_instancias WHERE app = $1 ORDER BY instancia",
+        )
+        .bind(app)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !vivas.is_empty() {
+            tx.rollback().await?;
+            return Ok(Err(vivas));
+        }
+        let registros = sqlx::query("DELETE FROM mensageria_apps WHERE app = $1")
+            .bind(app)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(Ok(AppRemovido {
+            instancias,
+            registros,
+        }))
     }
 
     async fn escutar(pool: PgPool, cancelar: CancellationToken) {

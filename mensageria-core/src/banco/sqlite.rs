@@ -10,7 +10,11 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Executor, Sqlite, SqlitePool};
 
-use super::{Banco, NovaMensagem, Pedido, Recebida, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use super::{BancoInterno, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use crate::operacoes::{
+    AppRemovido, Backlog, FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Recebida,
+    Reivindicacao, TentativasDoTipo,
+};
 
 /// The database's clock, in milliseconds since the Unix epoch.
 const AGORA: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
@@ -46,7 +50,7 @@ pub async fn abrir(caminho: impl AsRef<Path>) -> Result<SqlitePool, sqlx::Error>
         .await
 }
 
-impl Banco for Sqlite {
+impl BancoInterno for Sqlite {
     async fn migrar(pool: &SqlitePool) -> Result<(), MigrateError> {
         MIGRADOR.run(pool).await
     }
@@ -451,4 +455,310 @@ impl Banco for Sqlite {
             .await?;
         Ok(r.rows_affected())
     }
+
+    async fn medir_backlog(pool: &SqlitePool, tipos: &[&str]) -> Result<Vec<Backlog>, sqlx::Error> {
+        let sql = format!(
+            "SELECT count(*), coalesce({AGORA} - min(criada_em), 0) \
+             FROM mensageria_saida WHERE tipo = $1"
+        );
+        let mut medidas = Vec::with_capacity(tipos.len());
+        for tipo in tipos {
+            let (linhas, idade_ms): (i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(tipo)
+                .fetch_one(pool)
+                .await?;
+            medidas.push(Backlog {
+                tipo: (*tipo).to_owned(),
+                linhas,
+                idade_segundos: idade_ms.max(0) as f64 / 1000.0,
+            });
+        }
+        Ok(medidas)
+    }
+
+    async fn fila(pool: &SqlitePool) -> Result<Vec<FilaDoTipo>, sqlx::Error> {
+        let sql = format!(
+            "SELECT tipo, CAST(count(*) AS BIGINT), \
+                 CAST(coalesce(sum(CASE WHEN lease_ate IS NOT NULL AND lease_ate > {AGORA} \
+                     THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                 CAST({AGORA} - min(criada_em) AS BIGINT) \
+             FROM mensageria_saida GROUP BY tipo ORDER BY tipo"
+        );
+        let linhas: Vec<(String, i64, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(tipo, total, em_voo, idade_mais_antiga_ms)| FilaDoTipo {
+                tipo,
+                total,
+                em_voo,
+                idade_mais_antiga_ms,
+            })
+            .collect())
+    }
+
+    async fn tentativas(pool: &SqlitePool) -> Result<Vec<TentativasDoTipo>, sqlx::Error> {
+        let linhas: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT tipo, CAST(tentativas AS BIGINT), CAST(count(*) AS BIGINT) \
+             FROM mensageria_saida GROUP BY tipo, tentativas ORDER BY tipo, tentativas",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(tipo, tentativas, mensagens)| TentativasDoTipo {
+                tipo,
+                tentativas,
+                mensagens,
+            })
+            .collect())
+    }
+
+    async fn mortas_por_tipo(pool: &SqlitePool) -> Result<Vec<MortasDoTipo>, sqlx::Error> {
+        let linhas: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
+             GROUP BY tipo ORDER BY tipo",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(tipo, mortas)| MortasDoTipo { tipo, mortas })
+            .collect())
+    }
+
+    async fn reivindicacoes(pool: &SqlitePool) -> Result<Vec<Reivindicacao>, sqlx::Error> {
+        let sql = format!(
+            "SELECT app, tipo, CAST({AGORA} - visto_em AS BIGINT), visto_em \
+             FROM mensageria_apps ORDER BY tipo, app"
+        );
+        let linhas: Vec<(String, String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas
+            .into_iter()
+            .map(|(app, tipo, visto_ha_ms, visto_em_ms)| Reivindicacao {
+                app,
+                tipo,
+                visto_ha_ms,
+                visto_em_ms,
+            })
+            .collect())
+    }
+
+    async fn instancias(pool: &SqlitePool) -> Result<Vec<Instancia>, sqlx::Error> {
+        type Linha = (
+            String,
+            String,
+            i64,
+            i64,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            i64,
+        );
+        let sql = format!(
+            "SELECT i.instancia, i.app, i.iniciada_em, i.visto_em, \
+                 CAST({AGORA} - i.visto_em AS BIGINT), CAST(i.morta_apos_ms AS BIGINT), \
+                 i.parada_em, i.recuperada_em, \
+                 (SELECT CAST(count(*) AS BIGINT) FROM mensageria_saida s \
+                  WHERE s.lease_dono = i.instancia AND s.lease_token IS NOT NULL \
+                    AND s.lease_ate > {AGORA}) \
+             FROM mensageria_instancias i ORDER BY i.app, i.visto_em DESC, i.instancia"
+        );
+        let linhas: Vec<Linha> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas
+            .into_iter()
+            .map(
+                |(
+                    instancia,
+                    app,
+                    iniciada_em_ms,
+                    visto_em_ms,
+                    visto_ha_ms,
+                    morta_apos_ms,
+                    parada_em_ms,
+                    recuperada_em_ms,
+                    em_voo,
+                )| Instancia {
+                    instancia,
+                    app,
+                    iniciada_em_ms,
+                    visto_em_ms,
+                    visto_ha_ms,
+                    morta_apos_ms,
+                    parada_em_ms,
+                    recuperada_em_ms,
+                    em_voo,
+                },
+            )
+            .collect())
+    }
+
+    async fn migracoes_falhas(pool: &SqlitePool) -> Result<Vec<i64>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT version FROM _mensageria_migrations WHERE NOT success ORDER BY version",
+        )
+        .fetch_all(pool)
+        .await
+    }
+
+    async fn listar_mortas(
+        pool: &SqlitePool,
+        tipo: Option<&str>,
+        limite: i64,
+    ) -> Result<(Vec<MortaListada>, i64), sqlx::Error> {
+        type Linha = (String, String, i64, Option<String>, i64, i64, String);
+        let sql = format!(
+            "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), app, morta_em, \
+                 CAST({AGORA} - morta_em AS BIGINT), ultimo_erro \
+             FROM mensageria_mortas WHERE (CAST($1 AS TEXT) IS NULL OR tipo = $1) \
+             ORDER BY morta_em DESC, id_mensagem LIMIT $2"
+        );
+        let linhas: Vec<Linha> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(tipo)
+            .bind(limite)
+            .fetch_all(pool)
+            .await?;
+        let total: i64 = sqlx::query_scalar(
+            "SELECT CAST(count(*) AS BIGINT) FROM mensageria_mortas \
+             WHERE (CAST($1 AS TEXT) IS NULL OR tipo = $1)",
+        )
+        .bind(tipo)
+        .fetch_one(pool)
+        .await?;
+        let mortas = linhas
+            .into_iter()
+            .map(
+                |(id_mensagem, tipo, tentativas, app, morta_em_ms, morta_ha_ms, ultimo_erro)| {
+                    Ok(MortaListada {
+                        id_mensagem: uuid_do_texto(&id_mensagem)?,
+                        tipo,
+                        tentativas,
+                        app,
+                        morta_em_ms,
+                        morta_ha_ms: morta_ha_ms.max(0),
+                        ultimo_erro,
+                    })
+                },
+            )
+            .collect::<Result<_, sqlx::Error>>()?;
+        Ok((mortas, total))
+    }
+
+    async fn buscar_morta(
+        pool: &SqlitePool,
+        id_mensagem: uuid::Uuid,
+    ) -> Result<Option<Morta>, sqlx::Error> {
+        type Linha = (
+            String,
+            String,
+            i64,
+            String,
+            Option<String>,
+            Option<String>,
+            i64,
+            i64,
+            i64,
+            String,
+        );
+        let sql = format!(
+            "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), ultimo_erro, app, correlacao, \
+                 criada_em, morta_em, CAST({AGORA} - morta_em AS BIGINT), payload \
+             FROM mensageria_mortas WHERE id_mensagem = $1"
+        );
+        let linha: Option<Linha> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(id_mensagem.to_string())
+            .fetch_optional(pool)
+            .await?;
+        linha
+            .map(
+                |(
+                    id,
+                    tipo,
+                    tentativas,
+                    ultimo_erro,
+                    app,
+                    correlacao,
+                    criada_em_ms,
+                    morta_em_ms,
+                    morta_ha_ms,
+                    payload,
+                )| {
+                    Ok(Morta {
+                        id_mensagem: uuid_do_texto(&id)?,
+                        tipo,
+                        tentativas,
+                        ultimo_erro,
+                        app,
+                        correlacao,
+                        criada_em_ms,
+                        morta_em_ms,
+                        morta_ha_ms: morta_ha_ms.max(0),
+                        payload,
+                    })
+                },
+            )
+            .transpose()
+    }
+
+    async fn descartar_morta(
+        pool: &SqlitePool,
+        id_mensagem: uuid::Uuid,
+    ) -> Result<u64, sqlx::Error> {
+        let r = sqlx::query("DELETE FROM mensageria_mortas WHERE id_mensagem = $1")
+            .bind(id_mensagem.to_string())
+            .execute(pool)
+            .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn remover_app(
+        pool: &SqlitePool,
+        app: &str,
+        piso_ms: i64,
+    ) -> Result<Result<AppRemovido, Vec<String>>, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let sql = format!(
+            "DELETE FROM mensageria_instancias WHERE app = $1 AND NOT ( \
+                 parada_em IS NULL AND recuperada_em IS NULL \
+                 AND {AGORA} - visto_em \
+                     <= CASE WHEN morta_apos_ms > $2 THEN morta_apos_ms ELSE $2 END)"
+        );
+        let instancias = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(app)
+            .bind(piso_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let vivas: Vec<String> = sqlx::query_scalar(
+            "SELECT instancia FROM mensageria_instancias WHERE app = $1 ORDER BY instancia",
+        )
+        .bind(app)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !vivas.is_empty() {
+            tx.rollback().await?;
+            return Ok(Err(vivas));
+        }
+        let registros = sqlx::query("DELETE FROM mensageria_apps WHERE app = $1")
+            .bind(app)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(Ok(AppRemovido {
+            instancias,
+            registros,
+        }))
+    }
+}
+
+/// A message id stored as text (SQLite has no uuid type).
+fn uuid_do_texto(texto: &str) -> Result<uuid::Uuid, sqlx::Error> {
+    texto.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
 }

@@ -7,6 +7,8 @@
 //! - [`ProxyDeFalhas`]: a TCP proxy on 127.0.0.1 that delays, blackholes, resets, or loses a
 //!   seeded share of responses after the upstream answered, between a relay and a receptor or
 //!   an app and its database.
+//! - [`reivindicacao`]: the relay's claim and settlement statements one at a time (fencing and
+//!   plan tests, the claim bench).
 //!
 //! An adopter's idempotency test (`mensageria-axum` gives the receptor side):
 //!
@@ -23,6 +25,7 @@
 //! ```
 
 mod proxy;
+pub mod reivindicacao;
 
 pub use crate::relay::Ensaio;
 pub use proxy::{Contagem, ModoProxy, ProxyDeFalhas};

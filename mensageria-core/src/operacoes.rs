@@ -1,0 +1,639 @@
+//! Operations: what an operator (and the `mensageria` CLI) does with a mensageria schema, as
+//! documented functions over any [`Banco`] pool.
+//!
+//! - **Dead letters** ([`mensageria_mortas`](#tables)): [`listar_mortas`], [`buscar_morta`],
+//!   [`reenfileirar_morta`] (one), [`reenfileirar_mortas`] (every one of a tipo, or all),
+//!   [`descartar_morta`].
+//! - **Dedup records** of the receptores: [`registrar_recebida`] (the write a receptor makes in
+//!   its transaction) and [`purgar_recebidas`] (old records, in short batches).
+//! - **Read models** behind `mensageria status`, `doctor` and `apps`: [`fila`], [`tentativas`],
+//!   [`mortas_por_tipo`], [`reivindicacoes`], [`instancias`], [`versao_aplicada`],
+//!   [`versao_esperada`], [`migracoes_falhas`], and [`remover_app`] for a retired app.
+//! - **The backlog measure** the relay publishes as gauges: [`medir_backlog`].
+//!
+//! Every function reads or writes through the pool it is given, on the database's clock; times
+//! come back in milliseconds since the Unix epoch (`*_em_ms`) and ages in milliseconds (`*_ha_ms`,
+//! `idade_*`). Errors are [`ErroOperacao`]. The SQL lives with each backend, in
+//! `banco/postgres.rs` and `banco/sqlite.rs`.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use mensageria_core::operacoes;
+//!
+//! let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+//! mensageria_core::migrar(&pool).await?;
+//! assert!(operacoes::fila(&pool).await?.is_empty());
+//! assert_eq!(operacoes::listar_mortas(&pool, None, 10).await?.total, 0);
+//! # Ok(()) }
+//! ```
+//!
+//! # Tables
+//!
+//! `mensageria_saida` (pending messages), `mensageria_mortas` (dead letters),
+//! `mensageria_recebidas` (dedup records), `mensageria_apps` (which app claims which tipo) and
+//! `mensageria_instancias` (relay instances and their heartbeats).
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use sqlx::Pool;
+use uuid::Uuid;
+
+use crate::Banco;
+
+/// What went wrong in an operation, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErroOperacao {
+    /// The database answered with an error or could not be reached.
+    #[error("database error: {0}")]
+    Banco(#[from] sqlx::Error),
+
+    /// No dead letter has this message id (replayed or discarded meanwhile, or never there).
+    #[error(
+        "no dead letter with message id {id_mensagem}; `listar_mortas` shows the ones there are"
+    )]
+    MortaNaoEncontrada {
+        /// The id asked for.
+        id_mensagem: Uuid,
+    },
+
+    /// [`remover_app`] found instances of the app alive: nothing was changed.
+    #[error(
+        "refusing to remove app `{app}`: instance(s) {} are alive; stop its relays first, then \
+         try again; nothing was changed",
+        instancias.join(", ")
+    )]
+    AppVivo {
+        /// The app.
+        app: String,
+        /// Its instances still alive (`app@name`).
+        instancias: Vec<String>,
+    },
+}
+
+/// The shortest silence after which a relay instance counts as dead, whatever its own dead-after
+/// period: a relay configured with a very short lease (a test's) should not flicker between alive
+/// and dead in an operator's report because one heartbeat was late. [`remover_app`] and the CLI's
+/// `apps` and `doctor` judge instances with it.
+pub const PISO_DE_VIDA: Duration = Duration::from_secs(10);
+
+fn ms(duracao: Duration) -> i64 {
+    i64::try_from(duracao.as_millis()).unwrap_or(i64::MAX)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dead letters
+
+/// One dead letter, in full: a row of `mensageria_mortas`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Morta {
+    /// Its message id (the one the receptor dedups on).
+    pub id_mensagem: Uuid,
+    /// Its tipo.
+    pub tipo: String,
+    /// Attempts made before the relay gave up.
+    pub tentativas: i64,
+    /// The last attempt's error.
+    pub ultimo_erro: String,
+    /// The app whose relay dead-lettered it (`None` for rows older than that column).
+    pub app: Option<String>,
+    /// Its correlation id, if it had one.
+    pub correlacao: Option<String>,
+    /// When it was first enqueued (ms since the epoch).
+    pub criada_em_ms: i64,
+    /// When it became a dead letter (ms since the epoch).
+    pub morta_em_ms: i64,
+    /// How long ago that was (ms, database clock; never negative).
+    pub morta_ha_ms: i64,
+    /// The payload, JSON text byte for byte as enqueued.
+    pub payload: String,
+}
+
+/// One dead letter as a list shows it: [`Morta`] without its payload and correlation id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MortaListada {
+    /// Its message id.
+    pub id_mensagem: Uuid,
+    /// Its tipo.
+    pub tipo: String,
+    /// Attempts made before the relay gave up.
+    pub tentativas: i64,
+    /// The app whose relay dead-lettered it.
+    pub app: Option<String>,
+    /// When it became a dead letter (ms since the epoch).
+    pub morta_em_ms: i64,
+    /// How long ago that was (ms; never negative).
+    pub morta_ha_ms: i64,
+    /// The last attempt's error.
+    pub ultimo_erro: String,
+}
+
+/// A page of dead letters: what [`listar_mortas`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PaginaDeMortas {
+    /// Dead letters matching the filter, all of them (not only those in `mortas`).
+    pub total: i64,
+    /// The newest ones, at most the limit asked for.
+    pub mortas: Vec<MortaListada>,
+}
+
+/// The dead letters (of `tipo`, when given), newest first, at most `limite` of them, and how
+/// many match in all.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// let pagina = mensageria_core::operacoes::listar_mortas(&pool, Some("mdfe.encerramento"), 50).await?;
+/// for morta in &pagina.mortas {
+///     println!("{} {} {}", morta.id_mensagem, morta.tentativas, morta.ultimo_erro);
+/// }
+/// assert_eq!(pagina.total, 0);
+/// # Ok(()) }
+/// ```
+pub async fn listar_mortas<DB: Banco>(
+    pool: &Pool<DB>,
+    tipo: Option<&str>,
+    limite: i64,
+) -> Result<PaginaDeMortas, ErroOperacao> {
+    let (mortas, total) = DB::listar_mortas(pool, tipo, limite.max(0)).await?;
+    Ok(PaginaDeMortas { total, mortas })
+}
+
+/// The dead letter `id_mensagem` in full, or [`ErroOperacao::MortaNaoEncontrada`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// use mensageria_core::operacoes::{self, ErroOperacao};
+///
+/// let id = uuid::Uuid::now_v7();
+/// assert!(matches!(
+///     operacoes::buscar_morta(&pool, id).await,
+///     Err(ErroOperacao::MortaNaoEncontrada { .. })
+/// ));
+/// # Ok(()) }
+/// ```
+pub async fn buscar_morta<DB: Banco>(
+    pool: &Pool<DB>,
+    id_mensagem: Uuid,
+) -> Result<Morta, ErroOperacao> {
+    DB::buscar_morta(pool, id_mensagem)
+        .await?
+        .ok_or(ErroOperacao::MortaNaoEncontrada { id_mensagem })
+}
+
+/// Puts the dead letter `id_mensagem` back in the saída: same message id, payload and
+/// correlation id, attempts reset to 0 and its age counted from now (the relay's
+/// `idade_maxima` starts over). The relay of the app that sends its tipo delivers it at its next
+/// round. [`ErroOperacao::MortaNaoEncontrada`] if there is no such dead letter.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// use mensageria_core::operacoes::{self, ErroOperacao};
+///
+/// let resultado = operacoes::reenfileirar_morta(&pool, uuid::Uuid::now_v7()).await;
+/// assert!(matches!(resultado, Err(ErroOperacao::MortaNaoEncontrada { .. })));
+/// # Ok(()) }
+/// ```
+pub async fn reenfileirar_morta<DB: Banco>(
+    pool: &Pool<DB>,
+    id_mensagem: Uuid,
+) -> Result<(), ErroOperacao> {
+    match DB::reenfileirar_mortas(pool, Some(id_mensagem), None).await? {
+        0 => Err(ErroOperacao::MortaNaoEncontrada { id_mensagem }),
+        _ => Ok(()),
+    }
+}
+
+/// Puts every dead letter of `tipo` (of every tipo with `None`) back in the saída, as
+/// [`reenfileirar_morta`] does for one, in one transaction; returns how many moved.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// let movidas = mensageria_core::operacoes::reenfileirar_mortas(&pool, Some("mdfe.encerramento")).await?;
+/// assert_eq!(movidas, 0);
+/// # Ok(()) }
+/// ```
+pub async fn reenfileirar_mortas<DB: Banco>(
+    pool: &Pool<DB>,
+    tipo: Option<&str>,
+) -> Result<u64, ErroOperacao> {
+    Ok(DB::reenfileirar_mortas(pool, None, tipo).await?)
+}
+
+/// Deletes the dead letter `id_mensagem` for good (it cannot be replayed afterwards).
+/// [`ErroOperacao::MortaNaoEncontrada`] if there is none (replayed or discarded meanwhile).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// let resultado = mensageria_core::operacoes::descartar_morta(&pool, uuid::Uuid::now_v7()).await;
+/// assert!(resultado.is_err());
+/// # Ok(()) }
+/// ```
+pub async fn descartar_morta<DB: Banco>(
+    pool: &Pool<DB>,
+    id_mensagem: Uuid,
+) -> Result<(), ErroOperacao> {
+    match DB::descartar_morta(pool, id_mensagem).await? {
+        0 => Err(ErroOperacao::MortaNaoEncontrada { id_mensagem }),
+        _ => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dedup records
+
+/// A receptor's dedup record, about to be written by [`registrar_recebida`].
+#[derive(Debug, Clone, Copy)]
+pub struct Recebida<'a> {
+    /// The tipo received.
+    pub tipo: &'a str,
+    /// The natural key, as the receptor encoded it (canonical JSON).
+    pub chave: &'a str,
+    /// The message id the sender gave, if any (kept for tracing, not for dedup).
+    pub id_mensagem: Option<Uuid>,
+    /// Convergent mode: the event's version (`None`: plain dedup, the first arrival wins).
+    pub versao: Option<i64>,
+}
+
+/// Writes a receptor's dedup record through `conexao` (the receptor's transaction): `true` for
+/// the first arrival of `(tipo, chave)` (or, with a `versao`, a newer version than the one
+/// stored): apply the effect in the same transaction; `false` for a duplicate (or an equal or
+/// older version): apply nothing. A concurrent duplicate waits for the first transaction, then
+/// sees its outcome. `mensageria-axum`'s receptores call it; a hand-written receiver can too.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use mensageria_core::operacoes::{Recebida, registrar_recebida};
+///
+/// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// mensageria_core::migrar(&pool).await?;
+/// let recebida = Recebida { tipo: "mdfe.encerramento", chave: "[\"4321\"]", id_mensagem: None, versao: None };
+/// let mut tx = pool.begin().await?;
+/// assert!(registrar_recebida::<sqlx::Sqlite>(&mut *tx, recebida).await?, "first arrival");
+/// assert!(!registrar_recebida::<sqlx::Sqlite>(&mut *tx, recebida).await?, "a duplicate");
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+pub fn registrar_recebida<'c, DB: Banco>(
+    conexao: &'c mut <DB as sqlx::Database>::Connection,
+    recebida: Recebida<'c>,
+) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c {
+    DB::registrar_recebida(conexao, recebida)
+}
+
+/// What [`purgar_recebidas`] deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Purga {
+    /// Dedup records deleted.
+    pub apagadas: u64,
+    /// Statements run (batches).
+    pub lotes: u64,
+}
+
+/// Deletes the dedup records older than `retencao`, `lote` at a time (one short statement
+/// each, so no long locks), until a batch comes back short.
+///
+/// Keep `retencao` longer than the senders' redelivery horizon: a redelivery that arrives after
+/// its record was purged is applied again.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+///
+/// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// mensageria_core::migrar(&pool).await?;
+/// let lote = NonZeroU32::new(1000).unwrap();
+/// let purga = mensageria_core::operacoes::purgar_recebidas(&pool, Duration::from_secs(30 * 86_400), lote).await?;
+/// assert_eq!((purga.apagadas, purga.lotes), (0, 1));
+/// # Ok(()) }
+/// ```
+pub async fn purgar_recebidas<DB: Banco>(
+    pool: &Pool<DB>,
+    retencao: Duration,
+    lote: NonZeroU32,
+) -> Result<Purga, ErroOperacao> {
+    let idade_ms = ms(retencao);
+    let lote = u64::from(lote.get());
+    let mut purga = Purga {
+        apagadas: 0,
+        lotes: 0,
+    };
+    loop {
+        let agora = DB::purgar_recebidas(pool, idade_ms, lote as i64).await?;
+        purga.apagadas += agora;
+        purga.lotes += 1;
+        if agora < lote {
+            return Ok(purga);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read models
+
+/// The saída of one tipo: what [`fila`] returns per tipo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FilaDoTipo {
+    /// The tipo.
+    pub tipo: String,
+    /// Rows of the tipo in the saída (not delivered yet, leased or not).
+    pub total: i64,
+    /// Of those, leased right now (a relay is delivering them).
+    pub em_voo: i64,
+    /// Age of the oldest one, in ms (database clock).
+    pub idade_mais_antiga_ms: i64,
+}
+
+/// Per tipo with rows in the saída, what waits, by tipo.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// for f in mensageria_core::operacoes::fila(&pool).await? {
+///     println!("{}: {} pending, {} in flight", f.tipo, f.total - f.em_voo, f.em_voo);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn fila<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<FilaDoTipo>, ErroOperacao> {
+    Ok(DB::fila(pool).await?)
+}
+
+/// How many rows of a tipo have had a given number of attempts: what [`tentativas`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TentativasDoTipo {
+    /// The tipo.
+    pub tipo: String,
+    /// Attempts so far.
+    pub tentativas: i64,
+    /// Rows of the tipo with that many attempts.
+    pub mensagens: i64,
+}
+
+/// The saída's attempts histogram: rows per tipo and number of attempts, by tipo then attempts.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// assert!(mensageria_core::operacoes::tentativas(&pool).await?.is_empty());
+/// # Ok(()) }
+/// ```
+pub async fn tentativas<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<TentativasDoTipo>, ErroOperacao> {
+    Ok(DB::tentativas(pool).await?)
+}
+
+/// How many dead letters a tipo has: what [`mortas_por_tipo`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MortasDoTipo {
+    /// The tipo.
+    pub tipo: String,
+    /// Its dead letters.
+    pub mortas: i64,
+}
+
+/// Dead letters per tipo, by tipo.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// assert!(mensageria_core::operacoes::mortas_por_tipo(&pool).await?.is_empty());
+/// # Ok(()) }
+/// ```
+pub async fn mortas_por_tipo<DB: Banco>(
+    pool: &Pool<DB>,
+) -> Result<Vec<MortasDoTipo>, ErroOperacao> {
+    Ok(DB::mortas_por_tipo(pool).await?)
+}
+
+/// One row of `mensageria_apps`: an app's relay claims a tipo (refreshed every 15 s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reivindicacao {
+    /// The app (its relay's `Config::app`).
+    pub app: String,
+    /// The tipo it claims.
+    pub tipo: String,
+    /// How long ago its relay last refreshed the claim, in ms (database clock).
+    pub visto_ha_ms: i64,
+    /// When, in ms since the epoch.
+    pub visto_em_ms: i64,
+}
+
+impl Reivindicacao {
+    /// A claim as the database would hold it (for tests of code that judges claims).
+    pub fn new(app: &str, tipo: &str, visto_em_ms: i64, visto_ha_ms: i64) -> Self {
+        Self {
+            app: app.to_owned(),
+            tipo: tipo.to_owned(),
+            visto_ha_ms,
+            visto_em_ms,
+        }
+    }
+}
+
+/// Every claim of a tipo by an app, by tipo then app.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// assert!(mensageria_core::operacoes::reivindicacoes(&pool).await?.is_empty());
+/// # Ok(()) }
+/// ```
+pub async fn reivindicacoes<DB: Banco>(
+    pool: &Pool<DB>,
+) -> Result<Vec<Reivindicacao>, ErroOperacao> {
+    Ok(DB::reivindicacoes(pool).await?)
+}
+
+/// One row of `mensageria_instancias` (schema version 2 on): a relay instance (a process of an
+/// app) and its heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Instancia {
+    /// Its id, `app@name`: what `mensageria_saida.lease_dono` holds for the rows it leased.
+    pub instancia: String,
+    /// Its app.
+    pub app: String,
+    /// When it started (ms since the epoch).
+    pub iniciada_em_ms: i64,
+    /// Its last heartbeat (ms since the epoch).
+    pub visto_em_ms: i64,
+    /// How long ago that was, in ms (database clock).
+    pub visto_ha_ms: i64,
+    /// How long without a heartbeat before its siblings take it for dead, in ms.
+    pub morta_apos_ms: i64,
+    /// When it stopped gracefully, if it did (ms since the epoch).
+    pub parada_em_ms: Option<i64>,
+    /// When a sibling took its rows back (it was dead), if one did (ms since the epoch).
+    pub recuperada_em_ms: Option<i64>,
+    /// Rows of the saída it holds leased right now.
+    pub em_voo: i64,
+}
+
+impl Instancia {
+    /// An instance row as the database would hold it, heart-beating `visto_ha_ms` ago with a
+    /// dead-after period of `morta_apos_ms`, not stopped, not taken over, holding nothing (for
+    /// tests of code that judges instances).
+    pub fn new(
+        instancia: &str,
+        app: &str,
+        iniciada_em_ms: i64,
+        visto_em_ms: i64,
+        visto_ha_ms: i64,
+        morta_apos_ms: i64,
+    ) -> Self {
+        Self {
+            instancia: instancia.to_owned(),
+            app: app.to_owned(),
+            iniciada_em_ms,
+            visto_em_ms,
+            visto_ha_ms,
+            morta_apos_ms,
+            parada_em_ms: None,
+            recuperada_em_ms: None,
+            em_voo: 0,
+        }
+    }
+}
+
+/// Every relay instance, by app then newest heartbeat first. Needs schema version 2 (a database
+/// error on an older schema, which has no such table).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// assert!(mensageria_core::operacoes::instancias(&pool).await?.is_empty());
+/// # Ok(()) }
+/// ```
+pub async fn instancias<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<Instancia>, ErroOperacao> {
+    Ok(DB::instancias(pool).await?)
+}
+
+/// The newest migration applied, `None` without the migrations table (or with none applied).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use mensageria_core::operacoes::{versao_aplicada, versao_esperada};
+///
+/// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// assert_eq!(versao_aplicada(&pool).await?, None);
+/// mensageria_core::migrar(&pool).await?;
+/// assert_eq!(versao_aplicada(&pool).await?, Some(versao_esperada::<sqlx::Sqlite>()));
+/// # Ok(()) }
+/// ```
+pub async fn versao_aplicada<DB: Banco>(pool: &Pool<DB>) -> Result<Option<i64>, ErroOperacao> {
+    Ok(DB::versao_aplicada(pool).await?.filter(|v| *v > 0))
+}
+
+/// The newest migration this build knows for backend `DB`.
+pub fn versao_esperada<DB: Banco>() -> i64 {
+    DB::versao_esperada()
+}
+
+/// Migration versions recorded as failed in `_mensageria_migrations` (fix them by hand, then
+/// migrate again). A database error when the table does not exist.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// mensageria_core::migrar(&pool).await?;
+/// assert!(mensageria_core::operacoes::migracoes_falhas(&pool).await?.is_empty());
+/// # Ok(()) }
+/// ```
+pub async fn migracoes_falhas<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<i64>, ErroOperacao> {
+    Ok(DB::migracoes_falhas(pool).await?)
+}
+
+/// What [`remover_app`] deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AppRemovido {
+    /// Rows deleted from `mensageria_instancias`.
+    pub instancias: u64,
+    /// Rows deleted from `mensageria_apps` (one per tipo it claimed).
+    pub registros: u64,
+}
+
+/// Forgets a retired app: deletes its instance rows and its tipo registrations in one
+/// transaction, and only if none of its instances is alive at that moment (no graceful stop,
+/// not taken over, a heartbeat younger than its dead-after period or [`PISO_DE_VIDA`],
+/// whichever is longer); otherwise [`ErroOperacao::AppVivo`] and nothing changes. The saída and
+/// the dead letters are not touched: rows of its tipos left there are orphans unless another
+/// app claims those tipos.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// let removido = mensageria_core::operacoes::remover_app(&pool, "emissor-antigo").await?;
+/// assert_eq!((removido.instancias, removido.registros), (0, 0));
+/// # Ok(()) }
+/// ```
+pub async fn remover_app<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+) -> Result<AppRemovido, ErroOperacao> {
+    DB::remover_app(pool, app, ms(PISO_DE_VIDA))
+        .await?
+        .map_err(|instancias| ErroOperacao::AppVivo {
+            app: app.to_owned(),
+            instancias,
+        })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backlog
+
+/// One tipo's backlog: what [`medir_backlog`] returns per tipo.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Backlog {
+    /// The tipo.
+    pub tipo: String,
+    /// Rows of the tipo in the saída (pending or in flight).
+    pub linhas: i64,
+    /// Age of the oldest, in seconds (0 when there is none).
+    pub idade_segundos: f64,
+}
+
+/// The backlog of each of `tipos` (every one of them, 0 rows when it has none; in no particular
+/// order): one grouped
+/// query over those tipos only, never over other apps' rows. The relay publishes it at its
+/// heartbeat as the gauges `mensageria_backlog` and `mensageria_backlog_oldest_age_seconds`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// let backlog = mensageria_core::operacoes::medir_backlog(&pool, &["mdfe.encerramento"]).await?;
+/// assert_eq!(backlog[0].linhas, 0);
+/// # Ok(()) }
+/// ```
+pub async fn medir_backlog<DB: Banco>(
+    pool: &Pool<DB>,
+    tipos: &[&str],
+) -> Result<Vec<Backlog>, ErroOperacao> {
+    Ok(DB::medir_backlog(pool, tipos).await?)
+}

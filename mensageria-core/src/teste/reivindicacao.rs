@@ -1,0 +1,55 @@
+//! Test and bench support (feature `teste`): the relay's claim and settlement statements, one
+//! at a time, for tests that check the fencing and the claim's plan, and for the claim-scaling
+//! bench. Not for applications: the relay ([`crate::relay::Relay`]) is what claims and settles.
+
+use sqlx::Pool;
+
+use crate::Banco;
+pub use crate::banco::interno::{Pedido, Reivindicada};
+
+/// The PostgreSQL claim statement, as the relay runs it (never prepared), for `EXPLAIN`.
+#[cfg(feature = "postgres")]
+pub const SQL_REIVINDICAR: &str = crate::banco::postgres::SQL_REIVINDICAR;
+
+/// Leases up to `pedido.lote` due rows of `pedido.tipos`: bumps their attempts, pushes their
+/// next attempt to the lease's end (database clock) and stamps the fencing token.
+pub async fn reivindicar<DB: Banco>(
+    pool: &Pool<DB>,
+    pedido: Pedido<'_>,
+) -> Result<Vec<Reivindicada>, sqlx::Error> {
+    DB::reivindicar(pool, pedido).await
+}
+
+/// Deletes delivered rows, each `(id, token)` only if its lease token is still the one given;
+/// returns the ids deleted (the others were fenced).
+pub async fn confirmar_lote<DB: Banco>(
+    pool: &Pool<DB>,
+    pares: &[(i64, i64)],
+) -> Result<Vec<i64>, sqlx::Error> {
+    DB::confirmar_lote(pool, pares).await
+}
+
+/// Schedules a retry of row `id` in `atraso_ms`, if the lease `token` is still ours (`contar`
+/// false gives the attempt back); `false` when fenced.
+pub async fn reagendar<DB: Banco>(
+    pool: &Pool<DB>,
+    id: i64,
+    token: i64,
+    atraso_ms: i64,
+    erro: &str,
+    contar: bool,
+) -> Result<bool, sqlx::Error> {
+    DB::reagendar(pool, id, token, atraso_ms, erro, contar).await
+}
+
+/// Moves row `id` to the dead letters as `app`'s, if the lease `token` is still ours; `false`
+/// when fenced.
+pub async fn matar<DB: Banco>(
+    pool: &Pool<DB>,
+    id: i64,
+    token: i64,
+    erro: &str,
+    app: &str,
+) -> Result<bool, sqlx::Error> {
+    DB::matar(pool, id, token, erro, app).await
+}
