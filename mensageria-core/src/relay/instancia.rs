@@ -104,8 +104,9 @@ pub(crate) async fn vigiar<DB: Banco>(
                 // Once per outage, and again if it lasts long enough to cost the leases.
                 if falhas_seguidas == 1 || falhas_seguidas == 4 {
                     let erro = renovacao.err().or(batimento.err());
+                    let erro = erro.map(|e| e.to_string()).unwrap_or_default();
                     tracing::warn!(
-                        error = ?erro.map(|e| e.to_string()),
+                        error = %erro,
                         falhas_seguidas,
                         "mensageria relay: could not renew leases or write the heartbeat; deliveries in flight may be redelivered by another relay if this lasts a lease"
                     );

@@ -39,6 +39,7 @@ mod circuito;
 mod config;
 mod confirmacoes;
 mod ensaio;
+mod entrega;
 mod instancia;
 mod motor;
 #[cfg(feature = "postgres")]
@@ -198,17 +199,18 @@ impl RelayHandle {
         }
     }
 
-    /// Kills the relay on the spot, as a crash would: nothing is settled or released; leased
-    /// rows come back when their leases end. For fault-injection tests.
-    pub fn abortar(mut self) {
+    /// Kills the relay on the spot, as a crash would (tokio's `abort`): nothing is settled or
+    /// released; leased rows come back when their leases end. For fault-injection tests.
+    pub fn abort(mut self) {
         if let Some(tarefa) = self.tarefa.take() {
             tarefa.abort();
         }
     }
 
-    /// Whether the relay's task is still running.
-    pub fn rodando(&self) -> bool {
-        self.tarefa.as_ref().is_some_and(|t| !t.is_finished())
+    /// Whether the relay's task has ended (as tokio's `JoinHandle::is_finished`); `true` for a
+    /// relay that never started (`MENSAGERIA_RELAY_ENABLED=false`).
+    pub fn is_finished(&self) -> bool {
+        self.tarefa.as_ref().is_none_or(|t| t.is_finished())
     }
 }
 
