@@ -211,7 +211,11 @@ impl Destino {
         let status = resposta.status();
         if resposta.url() != &url {
             let final_ = sem_credenciais(resposta.url());
-            tracing::debug!(url = %exibida, location = %final_, "mensageria: the destination's HTTP client followed a redirect; not a delivery");
+            tracing::debug!(
+                url = %exibida,
+                location = %final_,
+                "mensageria: the destination's HTTP client followed a redirect; not a delivery"
+            );
             return Err(FalhaEnvio::temporaria(format!(
                 "POST {exibida} was redirected to {final_} by a client that follows redirects: \
                  not a delivery; build the client with Destino::construtor_de_cliente()"
@@ -233,7 +237,12 @@ impl Destino {
                 "POST {exibida} answered {status} redirecting to {para}: redirects are never \
                  followed; point the destination at the receptor itself"
             );
-            tracing::debug!(url = %exibida, %status, location = %para, "mensageria: the destination redirects; not a delivery");
+            tracing::debug!(
+                url = %exibida,
+                %status,
+                location = %para,
+                "mensageria: the destination redirects; not a delivery"
+            );
             return Err(FalhaEnvio::Temporaria {
                 motivo,
                 tentar_apos,
@@ -271,7 +280,11 @@ impl Destino {
                 ctx.tipo(),
                 citar(&corpo, TRECHO_CITADO)
             );
-            tracing::debug!(url = %exibida, %status, "mensageria: a 2xx that is not the receptor's answer; not a delivery");
+            tracing::debug!(
+                url = %exibida,
+                %status,
+                "mensageria: a 2xx that is not the receptor's answer; not a delivery"
+            );
             return Err(FalhaEnvio::Temporaria {
                 motivo,
                 tentar_apos,

@@ -156,23 +156,35 @@ impl<DB: Banco> Entrega<DB> {
             // Whether the tipo's circuit was open when this delivery ended: then this was a probe
             // (or a delivery that started before the circuit opened), and a temporary failure is
             // the destination's, not the message's.
-            let aberto = self.circuitos.lock().expect("circuit lock").aberto(&self.linha.tipo);
+            let aberto = self
+                .circuitos
+                .lock()
+                .expect("circuit lock")
+                .aberto(&self.linha.tipo);
             let desfecho = match resultado {
                 Ok(()) => self.entregue().await,
                 Err(FalhaEnvio::Permanente { motivo }) => {
                     self.circuito(false);
-                    tracing::error!(error = %motivo, "mensageria relay: permanent failure; message moved to dead letters");
+                    tracing::error!(
+                        error = %motivo,
+                        "mensageria relay: permanent failure; message moved to dead letters"
+                    );
                     self.matar(&motivo).await
                 }
-                Err(FalhaEnvio::Temporaria { motivo, tentar_apos }) if aberto => {
-                    self.sonda_falhou(&motivo, tentar_apos).await
-                }
-                Err(FalhaEnvio::Temporaria { motivo, tentar_apos }) => {
-                    self.falhou(&motivo, tentar_apos).await
-                }
+                Err(FalhaEnvio::Temporaria {
+                    motivo,
+                    tentar_apos,
+                }) if aberto => self.sonda_falhou(&motivo, tentar_apos).await,
+                Err(FalhaEnvio::Temporaria {
+                    motivo,
+                    tentar_apos,
+                }) => self.falhou(&motivo, tentar_apos).await,
             };
             if desfecho == Desfecho::Cercada {
-                tracing::info!("mensageria relay: lease lost before settling (another relay reclaimed the row); left as it is");
+                tracing::info!(
+                    "mensageria relay: lease lost before settling (another relay reclaimed the \
+                     row); left as it is"
+                );
             }
             desfecho
         }
@@ -193,7 +205,8 @@ impl<DB: Banco> Entrega<DB> {
             let espera = circuitos.espera(tipo).unwrap_or_default();
             tracing::warn!(
                 retry_in_ms = espera.as_millis() as u64,
-                "mensageria relay: the destination of this tipo is failing; circuit open, probing with one message per cool-down"
+                "mensageria relay: the destination of this tipo is failing; circuit open, probing \
+                 with one message per cool-down"
             );
         }
         circuitos.espera(tipo)
@@ -226,7 +239,11 @@ impl<DB: Banco> Entrega<DB> {
     async fn sonda_falhou(&self, motivo: &str, tentar_apos: Option<Duration>) -> Desfecho {
         let espera = self.circuito(true).unwrap_or(self.config.backoff_base);
         let espera = tentar_apos.map_or(espera, |pedida| pedida.max(espera));
-        tracing::warn!(error = %motivo, retry_in_ms = espera.as_millis() as u64, "mensageria relay: probe failed; the destination is still down");
+        tracing::warn!(
+            error = %motivo,
+            retry_in_ms = espera.as_millis() as u64,
+            "mensageria relay: probe failed; the destination is still down"
+        );
         self.reagendar(espera, motivo, false).await
     }
 
@@ -243,7 +260,11 @@ impl<DB: Banco> Entrega<DB> {
         }
         let (base, max) = (config.backoff_base, config.backoff_max);
         let espera = atraso(tentativas, base, max, tentar_apos, fastrand::f64());
-        tracing::warn!(error = %motivo, retry_in_ms = espera.as_millis() as u64, "mensageria relay: temporary failure; will retry");
+        tracing::warn!(
+            error = %motivo,
+            retry_in_ms = espera.as_millis() as u64,
+            "mensageria relay: temporary failure; will retry"
+        );
         metrics::counter!("mensageria_retried_total", "tipo" => self.linha.tipo.clone())
             .increment(1);
         self.reagendar(espera, motivo, true).await
@@ -322,7 +343,10 @@ where
             Ok(true) => return sucesso,
             Ok(false) => return Desfecho::Cercada,
             Err(erro) => {
-                tracing::warn!(error = %erro, "mensageria relay: could not settle a delivery; retrying");
+                tracing::warn!(
+                    error = %erro,
+                    "mensageria relay: could not settle a delivery; retrying"
+                );
                 sleep(Duration::from_millis(100 << tentativa)).await;
             }
         }

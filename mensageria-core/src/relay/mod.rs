@@ -103,7 +103,8 @@ impl<DB: Banco> Relay<DB> {
     }
 
     /// Hands a resource to every delivery (reach it with
-    /// [`ContextoEnvio::recurso`](crate::ContextoEnvio::recurso)), e.g. a [`Destino`](crate::Destino).
+    /// [`ContextoEnvio::recurso`](crate::ContextoEnvio::recurso)), e.g. a
+    /// [`Destino`](crate::Destino).
     ///
     /// Resources are found by type: two of one type (two `Destino`s) make
     /// [`spawn`](Self::spawn) and [`rodada`](Self::rodada) fail with a configuration error,
@@ -167,7 +168,10 @@ impl<DB: Banco> Relay<DB> {
             let token = cancelar.clone();
             Some(tokio::spawn(async move { motor.rodar(token).await }))
         } else {
-            tracing::info!(app = %self.motor.config.app, "mensageria relay disabled (MENSAGERIA_RELAY_ENABLED=false)");
+            tracing::info!(
+                app = %self.motor.config.app,
+                "mensageria relay disabled (MENSAGERIA_RELAY_ENABLED=false)"
+            );
             None
         };
         Ok(RelayHandle {

@@ -224,11 +224,20 @@ impl<DB: Banco> Motor<DB> {
         let tipos = Self::tipos();
         let app = &self.config.app;
         if tipos.is_empty() {
-            tracing::info!(%app, "mensageria relay: no enviador registered in this binary (a pure receiver); the relay has nothing to claim and stays idle");
+            tracing::info!(
+                %app,
+                "mensageria relay: no enviador registered in this binary (a pure receiver); the \
+                 relay has nothing to claim and stays idle"
+            );
             cancelar.cancelled().await;
             return Duration::ZERO;
         }
-        tracing::info!(%app, ?tipos, modo = ?self.config.modo, "mensageria relay started; claiming only these tipos");
+        tracing::info!(
+            %app,
+            ?tipos,
+            modo = ?self.config.modo,
+            "mensageria relay started; claiming only these tipos"
+        );
         let leases = Leases::default();
         let mut laco = Laco::new(EmVoo::new(leases.clone()));
         self.iniciar(&mut laco.banco).await;
@@ -283,7 +292,12 @@ impl<DB: Banco> Motor<DB> {
         match DB::iniciar_instancia(&self.pool, &self.instancia, app, morta_apos_ms).await {
             Ok(0) => {}
             Ok(recuperadas) => {
-                tracing::info!(%app, instancia = %self.instancia, recuperadas, "mensageria relay: took back the rows this instance held before it restarted")
+                tracing::info!(
+                    %app,
+                    instancia = %self.instancia,
+                    recuperadas,
+                    "mensageria relay: took back the rows this instance held before it restarted"
+                )
             }
             Err(erro) => banco.falhou(&erro),
         }
@@ -300,7 +314,12 @@ impl<DB: Banco> Motor<DB> {
             Ok(outros) => {
                 // Reported once, at start; the heartbeat only refreshes `visto_em`.
                 if !laco.registrado && !outros.is_empty() {
-                    tracing::warn!(%app, concorrentes = ?outros, "mensageria relay: other apps claim some of this app's tipos on this schema (competing consumers); each tipo should have one owner");
+                    tracing::warn!(
+                        %app,
+                        concorrentes = ?outros,
+                        "mensageria relay: other apps claim some of this app's tipos on this \
+                         schema (competing consumers); each tipo should have one owner"
+                    );
                 }
                 laco.registrado = true;
                 laco.proximo_heartbeat = Instant::now() + self.config.heartbeat;
@@ -325,7 +344,8 @@ impl<DB: Banco> Motor<DB> {
             {
                 tracing::warn!(
                     limite_ms = limite.as_millis() as u64,
-                    "mensageria relay: measuring the backlog for the gauges took too long; the gauges keep their last values"
+                    "mensageria relay: measuring the backlog for the gauges took too long; the \
+                     gauges keep their last values"
                 );
             }
             medindo.store(false, Ordering::Release);
@@ -435,7 +455,11 @@ impl<DB: Banco> Motor<DB> {
         }
         vigia.abort_all();
         if let Err(erro) = DB::parar_instancia(&self.pool, &self.instancia).await {
-            tracing::warn!(error = %erro, "mensageria relay: could not record this instance as stopped; operators will see it as dead until it is removed");
+            tracing::warn!(
+                error = %erro,
+                "mensageria relay: could not record this instance as stopped; operators will see \
+                 it as dead until it is removed"
+            );
         }
         let app = &self.config.app;
         tracing::info!(%app, instancia = %self.instancia, devolvidas, "mensageria relay stopped");
@@ -560,7 +584,12 @@ impl SaudeBanco {
             .is_none_or(|t| agora.duration_since(t) >= Self::PERIODO_DE_LOG)
         {
             self.ultimo_log = Some(agora);
-            tracing::warn!(error = %erro, falhas_seguidas = self.falhas, "mensageria relay: the database is failing; backing off and retrying (nothing is lost: leased rows come back when their leases end)");
+            tracing::warn!(
+                error = %erro,
+                falhas_seguidas = self.falhas,
+                "mensageria relay: the database is failing; backing off and retrying (nothing is \
+                 lost: leased rows come back when their leases end)"
+            );
         }
     }
 
@@ -571,7 +600,12 @@ impl SaudeBanco {
 
     fn voltou(&mut self, app: &str) {
         if let Some(desde) = self.desde.take() {
-            tracing::info!(%app, falhas_seguidas = self.falhas, fora_por_ms = desde.elapsed().as_millis() as u64, "mensageria relay: the database is back");
+            tracing::info!(
+                %app,
+                falhas_seguidas = self.falhas,
+                fora_por_ms = desde.elapsed().as_millis() as u64,
+                "mensageria relay: the database is back"
+            );
             self.falhas = 0;
             self.ultimo_log = None;
         }
