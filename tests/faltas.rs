@@ -445,7 +445,7 @@ async fn relay_abortado_no_meio_do_lote() {
         while c.aplicadas().await < terco * 100 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        relay.abortar(); // a crash: claimed rows stay leased until their lease ends
+        relay.abort(); // a crash: claimed rows stay leased until their lease ends
         mortes += 1;
     }
     let cura = Instant::now();

@@ -146,7 +146,7 @@ nos_dois_bancos! {
         let morta = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
         esperar_contagem(&db.pool, "SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL", 5, Duration::from_secs(10)).await;
         // A crash with five deliveries in flight, then a sibling of the same app.
-        morta.abortar();
+        morta.abort();
         let morte = Instant::now();
         servidor.responder(Resposta::Ok);
         let irmao = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
@@ -176,7 +176,7 @@ nos_dois_bancos! {
         let config = || config_com_lease(Duration::from_secs(60)).com_instancia("pod-0");
         let antes = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
         esperar_contagem(&db.pool, "SELECT count(*) FROM mensageria_saida WHERE lease_dono = 'recuperacao@pod-0'", 5, Duration::from_secs(10)).await;
-        antes.abortar();
+        antes.abort();
         servidor.responder(Resposta::Ok);
         let inicio = Instant::now();
         let depois = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();

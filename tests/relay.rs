@@ -502,7 +502,7 @@ async fn relay_de_receptor_puro_e_no_op_e_desligado_nem_inicia() {
     let relay = Relay::new(db.pool.clone(), config("x").com_habilitado(false))
         .spawn()
         .unwrap();
-    assert!(!relay.rodando());
+    assert!(relay.is_finished());
     relay.shutdown(Duration::from_millis(10)).await;
 }
 

@@ -87,7 +87,7 @@ async fn relay_de_receptor_puro_nao_toca_em_nada() {
     assert_eq!(relay.drenar().await.unwrap().reivindicadas, 0);
     let handle = relay.spawn().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert!(handle.rodando(), "idles instead of exiting");
+    assert!(!handle.is_finished(), "idles instead of exiting");
     handle.shutdown(std::time::Duration::from_secs(1)).await;
     let (tentativas, lease): (i32, Option<i64>) =
         sqlx::query_as("SELECT tentativas, lease_token FROM mensageria_saida")

@@ -34,11 +34,15 @@
 //! | answer | result | the relay |
 //! |---|---|---|
 //! | 2xx with the receptor's answer for this tipo (any 2xx after [`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx)) | `Ok` | deletes the row |
-//! | 2xx with any other body | `Temporaria`, logged as an error | retries: something that is not the receptor answered |
-//! | 3xx | `Temporaria`, logged as an error naming the `Location` | retries: a redirect is a deployment state, never followed |
+//! | 2xx with any other body | `Temporaria`, the reason quoting what came back | retries: something that is not the receptor answered |
+//! | 3xx | `Temporaria`, the reason naming the `Location` | retries: a redirect is a deployment state, never followed |
 //! | 400, 405, 410, 413, 414, 415, 422 | `Permanente` | dead-letters at once (the payload itself is refused) |
-//! | 401, 403, 404 | `Temporaria`, logged as an error | retries: during a deploy these are states, not poison |
+//! | 401, 403, 404 | `Temporaria`, the reason saying to check the token, the URL and the receptor | retries: during a deploy these are states, not poison |
 //! | 408, 429, 5xx, any other status, connection error, timeout | `Temporaria` (with `Retry-After` when sent) | retries with backoff |
+//!
+//! The reason (`motivo`) says what to check; the relay logs it once per failed attempt, as the
+//! `error` field of its own line (WARN on a retry, ERROR on a dead letter), and stores it as the
+//! row's `ultimo_erro`. A `Destino` adds only debug-level lines.
 //!
 //! What the relay reads of an answer is bounded: at most [`LIMITE_RESPOSTA`] bytes, read chunk
 //! by chunk, and the whole exchange within the timeout, so a destination that streams a huge or
@@ -208,7 +212,11 @@ impl Destino {
         let status = resposta.status();
         if resposta.url() != &url {
             let final_ = sem_credenciais(resposta.url());
-            tracing::error!(url = %exibida, para = %final_, "mensageria: the destination's HTTP client followed a redirect; not a delivery. Build the client with Destino::construtor_de_cliente()");
+            tracing::debug!(
+                url = %exibida,
+                location = %final_,
+                "mensageria: the destination's HTTP client followed a redirect; not a delivery"
+            );
             return Err(FalhaEnvio::temporaria(format!(
                 "POST {exibida} was redirected to {final_} by a client that follows redirects: \
                  not a delivery; build the client with Destino::construtor_de_cliente()"
@@ -230,7 +238,12 @@ impl Destino {
                 "POST {exibida} answered {status} redirecting to {para}: redirects are never \
                  followed; point the destination at the receptor itself"
             );
-            tracing::error!(%status, location = %para, motivo = %motivo, "mensageria: the destination redirects; retrying, but check the destination URL");
+            tracing::debug!(
+                url = %exibida,
+                %status,
+                location = %para,
+                "mensageria: the destination redirects; not a delivery"
+            );
             return Err(FalhaEnvio::Temporaria {
                 motivo,
                 tentar_apos,
@@ -268,7 +281,11 @@ impl Destino {
                 ctx.tipo(),
                 citar(&corpo, TRECHO_CITADO)
             );
-            tracing::error!(%status, motivo = %motivo, "mensageria: a 2xx that is not the receptor's answer; retrying, but check the deployment");
+            tracing::debug!(
+                url = %exibida,
+                %status,
+                "mensageria: a 2xx that is not the receptor's answer; not a delivery"
+            );
             return Err(FalhaEnvio::Temporaria {
                 motivo,
                 tentar_apos,
@@ -381,13 +398,13 @@ fn texto_sem_credenciais(texto: &str) -> String {
 fn classificar(status: StatusCode, motivo: String, tentar_apos: Option<Duration>) -> FalhaEnvio {
     match status.as_u16() {
         400 | 405 | 410 | 413 | 414 | 415 | 422 => FalhaEnvio::Permanente { motivo },
-        401 | 403 | 404 => {
-            tracing::error!(%status, motivo = %motivo, "mensageria: the destination refuses us (auth or route); retrying, but check the deployment: token, URL, receptor mounted?");
-            FalhaEnvio::Temporaria {
-                motivo,
-                tentar_apos,
-            }
-        }
+        401 | 403 | 404 => FalhaEnvio::Temporaria {
+            motivo: format!(
+                "{motivo}; the destination refuses us (auth or route): check the token, the URL \
+                 and that the receptor is mounted"
+            ),
+            tentar_apos,
+        },
         _ => FalhaEnvio::Temporaria {
             motivo,
             tentar_apos,

@@ -244,7 +244,7 @@ impl<DB: BancoDemo> Emissor<DB> {
     /// have been applied without an ack); a new relay starts. Returns the rows left leased.
     async fn derrubar_relay(&mut self) -> Result<i64, Erro> {
         if let Some(relay) = self.relay.take() {
-            relay.abortar();
+            relay.abort();
         }
         let (_, arrendadas) = DB::pendentes(&self.pool).await?;
         self.relay = Some(self.novo_relay()?);

@@ -80,37 +80,46 @@ pub(crate) async fn vigiar<DB: Banco>(
             DB::renovar_leases(&pool, &pares, lease_ms).await
         };
         let batimento = DB::bater_instancia(&pool, &instancia, &config.app, morta_apos_ms).await;
-        match (&renovacao, &batimento) {
+        match (renovacao, batimento) {
             (Ok(renovadas), Ok(recuperadas)) => {
                 falhas_seguidas = 0;
-                if (*renovadas as usize) < pares.len() {
-                    tracing::debug!(
-                        renovadas,
-                        em_voo = pares.len(),
-                        "mensageria relay: some leases were not renewed (settled or fenced meanwhile)"
-                    );
-                }
-                if *recuperadas > 0 {
-                    tracing::info!(
-                        app = %config.app,
-                        recuperadas,
-                        "mensageria relay: took back the rows of a dead instance of this app"
-                    );
-                    super::acordar();
-                }
+                relatar_volta(&config.app, renovadas, pares.len(), recuperadas);
             }
-            _ => {
+            (renovacao, batimento) => {
                 falhas_seguidas += 1;
                 // Once per outage, and again if it lasts long enough to cost the leases.
                 if falhas_seguidas == 1 || falhas_seguidas == 4 {
                     let erro = renovacao.err().or(batimento.err());
+                    let erro = erro.map(|e| e.to_string()).unwrap_or_default();
                     tracing::warn!(
-                        error = ?erro.map(|e| e.to_string()),
+                        error = %erro,
                         falhas_seguidas,
-                        "mensageria relay: could not renew leases or write the heartbeat; deliveries in flight may be redelivered by another relay if this lasts a lease"
+                        "mensageria relay: could not renew leases or write the heartbeat; \
+                         deliveries in flight may be redelivered by another relay if this lasts a \
+                         lease"
                     );
                 }
             }
         }
+    }
+}
+
+/// What one successful turn of the vigia has to say: leases it could not renew (settled or
+/// fenced meanwhile), and rows it took back from dead siblings (the loop is woken to claim them).
+fn relatar_volta(app: &str, renovadas: u64, em_voo: usize, recuperadas: u64) {
+    if (renovadas as usize) < em_voo {
+        tracing::debug!(
+            renovadas,
+            em_voo,
+            "mensageria relay: some leases were not renewed (settled or fenced meanwhile)"
+        );
+    }
+    if recuperadas > 0 {
+        tracing::info!(
+            %app,
+            recuperadas,
+            "mensageria relay: took back the rows of a dead instance of this app"
+        );
+        super::acordar();
     }
 }

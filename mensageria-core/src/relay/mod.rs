@@ -39,6 +39,7 @@ mod circuito;
 mod config;
 mod confirmacoes;
 mod ensaio;
+mod entrega;
 mod instancia;
 mod motor;
 #[cfg(feature = "postgres")]
@@ -102,7 +103,8 @@ impl<DB: Banco> Relay<DB> {
     }
 
     /// Hands a resource to every delivery (reach it with
-    /// [`ContextoEnvio::recurso`](crate::ContextoEnvio::recurso)), e.g. a [`Destino`](crate::Destino).
+    /// [`ContextoEnvio::recurso`](crate::ContextoEnvio::recurso)), e.g. a
+    /// [`Destino`](crate::Destino).
     ///
     /// Resources are found by type: two of one type (two `Destino`s) make
     /// [`spawn`](Self::spawn) and [`rodada`](Self::rodada) fail with a configuration error,
@@ -162,7 +164,10 @@ impl<DB: Banco> Relay<DB> {
             let token = cancelar.clone();
             Some(tokio::spawn(async move { motor.rodar(token).await }))
         } else {
-            tracing::info!(app = %self.motor.config.app, "mensageria relay disabled (MENSAGERIA_RELAY_ENABLED=false)");
+            tracing::info!(
+                app = %self.motor.config.app,
+                "mensageria relay disabled (MENSAGERIA_RELAY_ENABLED=false)"
+            );
             None
         };
         Ok(RelayHandle {
@@ -194,17 +199,18 @@ impl RelayHandle {
         }
     }
 
-    /// Kills the relay on the spot, as a crash would: nothing is settled or released; leased
-    /// rows come back when their leases end. For fault-injection tests.
-    pub fn abortar(mut self) {
+    /// Kills the relay on the spot, as a crash would (tokio's `abort`): nothing is settled or
+    /// released; leased rows come back when their leases end. For fault-injection tests.
+    pub fn abort(mut self) {
         if let Some(tarefa) = self.tarefa.take() {
             tarefa.abort();
         }
     }
 
-    /// Whether the relay's task is still running.
-    pub fn rodando(&self) -> bool {
-        self.tarefa.as_ref().is_some_and(|t| !t.is_finished())
+    /// Whether the relay's task has ended (as tokio's `JoinHandle::is_finished`); `true` for a
+    /// relay that never started (`MENSAGERIA_RELAY_ENABLED=false`).
+    pub fn is_finished(&self) -> bool {
+        self.tarefa.as_ref().is_none_or(|t| t.is_finished())
     }
 }
 
