@@ -74,6 +74,7 @@ pub use sqlx;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::enviador::despachar;
+    pub use crate::enviador::{ContextoEnvio, Enviador, FalhaEnvio};
     pub use crate::registro::EnviadorRegistrado;
     pub use inventory;
 }
