@@ -58,10 +58,11 @@
 
 mod chave;
 mod config;
+mod desfecho;
 mod estado;
 #[cfg(feature = "prometheus")]
 pub mod metricas;
-pub mod openapi;
+mod openapi;
 mod receber;
 mod receptor;
 mod rejeicao;
@@ -72,7 +73,6 @@ mod versao;
 pub use chave::{ChaveNatural, ErroChave, ParteChave, TAMANHO_MAXIMO_CHAVE};
 pub use config::Config;
 pub use estado::Estado;
-pub use mensageria_core;
 /// Makes an async function the idempotent receptor of one tipo.
 ///
 /// `#[receptor(tipo = "...", chave_natural = <expr>)]`, optionally `versao = <expr>`, on
@@ -82,18 +82,21 @@ pub use mensageria_core;
 /// function stays callable; the attribute adds a unit struct `Receptor<Name>` implementing
 /// [`Receptor`] (for [`rota`]) and registers it for [`router`].
 pub use mensageria_macros::receptor;
-pub use receber::{Resultado, receber};
-pub use receptor::{Receptor, ReceptorRegistrado, registrados};
+pub use openapi::EsquemaEvento;
+pub use receptor::Receptor;
 pub use rejeicao::Rejeicao;
 pub use rotas::{purgar, rota, router};
 pub use servidor::{Servir, servir};
 pub use versao::Versao;
 
-/// Support for generated code. Not public API.
+/// What the code `#[receptor]` generates names, and only that: generated code reaches this
+/// crate through here alone. Not public API: it changes with the macro.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::chave::{chave, parte};
-    pub use crate::openapi::{EsquemaGenerico, Sonda, rastrear_receptor};
+    pub use crate::chave::{ChaveNatural, ErroChave, chave, parte};
+    pub use crate::openapi::{EsquemaEvento, EsquemaGenerico, Sonda, rastrear_receptor};
+    pub use crate::receptor::{Receptor, ReceptorRegistrado};
+    pub use crate::rejeicao::Rejeicao;
     pub use crate::rotas::montar;
     pub use crate::versao::versao;
     pub use inventory;

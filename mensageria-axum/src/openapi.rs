@@ -1,7 +1,10 @@
 //! The OpenAPI document of the receptores (ADR 0020): one `POST` per receptor, its payload's
 //! schema, its answers, and the Bearer scheme. Served as JSON; no UI, nothing fetched.
 
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
+
+use axum::http::StatusCode;
 
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem, PathsBuilder,
@@ -11,8 +14,10 @@ use utoipa::openapi::schema::SchemaType;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, Header, HeaderBuilder, InfoBuilder, ObjectBuilder, OpenApi,
-    OpenApiBuilder, RefOr, Required, ResponseBuilder, Schema, Type,
+    OpenApiBuilder, RefOr, Required, Response, ResponseBuilder, Schema, Type,
 };
+
+use crate::desfecho::{Cabecalho, Caso};
 
 /// A payload's schema and the component schemas it refers to.
 #[derive(Clone)]
@@ -111,8 +116,8 @@ fn esquema_resultado() -> RefOr<Schema> {
             .property(
                 "resultado",
                 texto()
-                    .enum_values(Some(["applied", "duplicate"]))
-                    .description(Some("`applied`: the effect was committed now; `duplicate`: it had been, nothing was done")),
+                    .enum_values(Some(casos(Caso::sucesso).map(Caso::codigo)))
+                    .description(Some(descricao_dos_codigos(casos(Caso::sucesso)))),
             )
             .property("tipo", texto())
             .property("request_id", texto())
@@ -131,12 +136,20 @@ fn esquema_erro() -> RefOr<Schema> {
             .schema_type(Type::Object)
             .property(
                 "erro",
-                texto().description(Some(
-                    "a stable code: unauthorized (401), payload_too_large (413), \
-                     unsupported_media_type (415), incomplete_body and invalid_payload (400), \
-                     invalid_key and rejected (422), panic (500), temporary and database (503), \
-                     unknown_tipo (404, any tipo this app has no receptor for)",
-                )),
+                texto().description(Some(format!(
+                    "a stable code: {}",
+                    casos(|caso| !caso.sucesso())
+                        .map(|caso| {
+                            let status = caso.status().as_u16();
+                            if caso.na_rota_do_receptor() {
+                                format!("{} ({status})", caso.codigo())
+                            } else {
+                                format!("{} ({status}, {})", caso.codigo(), caso.descricao())
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
             )
             .property(
                 "mensagem",
@@ -159,10 +172,96 @@ fn cabecalho(descricao: &str) -> Header {
 const ID_DO_PEDIDO_NA_RESPOSTA: &str =
     "the request id: the `x-request-id` sent, when kept, otherwise a fresh UUID";
 
+/// The kinds of answer (in the order a request meets them) that pass `filtro`.
+fn casos(filtro: fn(Caso) -> bool) -> impl Iterator<Item = Caso> {
+    Caso::TODOS
+        .iter()
+        .copied()
+        .filter(move |caso| filtro(*caso))
+}
+
+/// "`code`: what it means; `code`: ..." for `casos`.
+fn descricao_dos_codigos(casos: impl Iterator<Item = Caso>) -> String {
+    casos
+        .map(|caso| format!("`{}`: {}", caso.codigo(), caso.descricao()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The answers of a receptor's route, one per status, each built from the [`Caso`]s that give
+/// it, so the document says what the handler does; plus the 408 of the time limit, which
+/// answers instead of the handler (empty body, no request id).
+fn respostas() -> Vec<(String, Response)> {
+    let mut por_status: BTreeMap<u16, Vec<Caso>> = BTreeMap::new();
+    for caso in casos(Caso::na_rota_do_receptor) {
+        por_status
+            .entry(caso.status().as_u16())
+            .or_default()
+            .push(caso);
+    }
+    let mut respostas: Vec<(String, Response)> = por_status
+        .into_iter()
+        .map(|(status, casos)| (status.to_string(), resposta(&casos)))
+        .collect();
+    respostas.push((
+        StatusCode::REQUEST_TIMEOUT.as_u16().to_string(),
+        ResponseBuilder::new()
+            .description(
+                "took longer than the configured time limit (empty body); rolled back; retried",
+            )
+            .build(),
+    ));
+    respostas
+}
+
+/// One status's answer: its codes and what they mean, its body's schema and its headers.
+fn resposta(casos: &[Caso]) -> Response {
+    let corpo = if casos.iter().all(|caso| caso.sucesso()) {
+        "MensageriaResultado"
+    } else {
+        "MensageriaErro"
+    };
+    let mut resposta = ResponseBuilder::new()
+        .description(descricao_dos_codigos(casos.iter().copied()))
+        .header("x-request-id", cabecalho(ID_DO_PEDIDO_NA_RESPOSTA))
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                    corpo,
+                ))))
+                .build(),
+        );
+    let mut cabecalhos: Vec<Cabecalho> = casos.iter().filter_map(|caso| caso.cabecalho()).collect();
+    cabecalhos.dedup();
+    for extra in cabecalhos {
+        resposta = match extra {
+            Cabecalho::WwwAuthenticate => resposta.header(
+                "www-authenticate",
+                cabecalho("`Bearer`: the scheme this endpoint takes"),
+            ),
+            Cabecalho::RetryAfter => resposta.header(
+                "retry-after",
+                HeaderBuilder::new()
+                    .schema(
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .pattern(Some("^[0-9]+$")),
+                    )
+                    .description(Some(
+                        "seconds to wait before retrying, when the receptor or the database said",
+                    ))
+                    .build(),
+            ),
+        };
+    }
+    resposta.build()
+}
+
 /// The document for `receptores` mounted under `base`.
 pub(crate) fn documento<'a>(
     base: &str,
-    receptores: impl IntoIterator<Item = &'a crate::ReceptorRegistrado>,
+    receptores: impl IntoIterator<Item = &'a crate::receptor::ReceptorRegistrado>,
 ) -> OpenApi {
     let mut caminhos = PathsBuilder::new();
     let mut componentes = ComponentsBuilder::new().security_scheme(
@@ -181,39 +280,7 @@ pub(crate) fn documento<'a>(
     componentes = componentes
         .schema("MensageriaResultado", esquema_resultado())
         .schema("MensageriaErro", esquema_erro());
-    // Every answer of the handler carries the request id; the 408 of the time limit does not
-    // (it answers instead of the handler).
-    let com_corpo = |descricao: &str, nome: &str| {
-        ResponseBuilder::new()
-            .description(descricao)
-            .header("x-request-id", cabecalho(ID_DO_PEDIDO_NA_RESPOSTA))
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                        nome,
-                    ))))
-                    .build(),
-            )
-    };
-    let resposta = |descricao: &str| com_corpo(descricao, "MensageriaErro").build();
-    let com_retry_after = |descricao: &str| {
-        com_corpo(descricao, "MensageriaErro")
-            .header(
-                "retry-after",
-                HeaderBuilder::new()
-                    .schema(
-                        ObjectBuilder::new()
-                            .schema_type(Type::String)
-                            .pattern(Some("^[0-9]+$")),
-                    )
-                    .description(Some(
-                        "seconds to wait before retrying, when the receptor or the database said",
-                    ))
-                    .build(),
-            )
-            .build()
-    };
+    let respostas = respostas();
     for receptor in receptores {
         let EsquemaEvento {
             esquema,
@@ -279,74 +346,13 @@ pub(crate) fn documento<'a>(
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response(
-                "200",
-                com_corpo(
-                    "applied, or duplicate (already applied: nothing done)",
-                    "MensageriaResultado",
-                )
-                .build(),
-            )
-            .response(
-                "400",
-                resposta(
-                    "`invalid_payload`: the body is not valid JSON for this tipo (dead-lettered \
-                     by the relay); `incomplete_body`: the body ended before its Content-Length \
-                     or the connection broke. Nothing applied",
-                ),
-            )
-            .response(
-                "401",
-                com_corpo(
-                    "`unauthorized`: missing or invalid bearer token; refused before the body is \
-                     read",
-                    "MensageriaErro",
-                )
-                .header(
-                    "www-authenticate",
-                    cabecalho("`Bearer`: the scheme this endpoint takes"),
-                )
-                .build(),
-            )
-            .response(
-                "408",
-                ResponseBuilder::new()
-                    .description(
-                        "took longer than the configured time limit (empty body); rolled back; \
-                         retried",
-                    )
-                    .build(),
-            )
-            .response(
-                "413",
-                resposta("`payload_too_large`: body over the size limit; nothing read past it"),
-            )
-            .response(
-                "415",
-                resposta(
-                    "`unsupported_media_type`: the body is not declared as JSON \
-                     (`application/json` or `application/*+json`); nothing read",
-                ),
-            )
-            .response(
-                "422",
-                resposta(
-                    "`rejected` by the receptor, or `invalid_key` (its natural key cannot be \
-                     built: over 1 KiB, for one): dead-lettered",
-                ),
-            )
-            .response(
-                "500",
-                resposta("`panic`: the receptor panicked; nothing applied; retried"),
-            )
-            .response(
-                "503",
-                com_retry_after(
-                    "`temporary` failure of the receptor or `database` unavailable; nothing \
-                     applied; retried (honours Retry-After)",
-                ),
-            )
             .security(SecurityRequirement::new("bearer", Vec::<String>::new()));
+        let operacao = respostas
+            .iter()
+            .cloned()
+            .fold(operacao, |operacao, (status, resposta)| {
+                operacao.response(status, resposta)
+            });
         caminhos = caminhos.path(
             format!("{base}/{}", receptor.tipo),
             PathItem::new(HttpMethod::Post, operacao),

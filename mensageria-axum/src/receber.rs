@@ -3,58 +3,44 @@
 
 use std::panic::AssertUnwindSafe;
 
+use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 use mensageria_core::correlacao;
 use mensageria_core::operacoes::{self, Recebida};
-use serde_json::json;
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::desfecho::Desfecho;
 use crate::{Estado, Receptor, Rejeicao};
 
 /// The longest request id kept; longer ones are replaced by a fresh one.
 const TAMANHO_MAXIMO_ID: usize = 128;
 
-/// What a receptor did with one request: the body of every answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resultado {
-    /// First arrival (or newer version): the effect was applied and committed.
-    Aplicado,
-    /// Seen before (or an equal/older version): nothing was done.
-    Duplicado,
-}
-
-impl Resultado {
-    fn texto(self) -> &'static str {
-        match self {
-            Self::Aplicado => "applied",
-            Self::Duplicado => "duplicate",
-        }
-    }
-}
-
 /// Handles one delivery for receptor `R`. The route of every `#[receptor]` is this function.
-pub async fn receber<R: Receptor>(
+pub(crate) async fn receber<R: Receptor>(
     State(estado): State<Estado<R::Banco>>,
     pedido: Request,
 ) -> Response {
     let id_pedido = id_do_pedido(pedido.headers());
-    let mut resposta = responder::<R>(estado, pedido, &id_pedido).await;
+    let (Ok(desfecho) | Err(desfecho)) = responder::<R>(estado, pedido, &id_pedido).await;
+    desfecho.contar(R::TIPO);
+    let mut resposta = desfecho.into_response();
     if let Ok(valor) = HeaderValue::from_str(&id_pedido) {
         resposta.headers_mut().insert("x-request-id", valor);
     }
     resposta
 }
 
+/// The steps of one request, in order; the first refusal is the answer (`Err`).
 async fn responder<R: Receptor>(
     estado: Estado<R::Banco>,
     pedido: Request,
     id_pedido: &str,
-) -> Response {
+) -> Result<Desfecho, Desfecho> {
     // 1. Who is calling: before any database access, before reading the body.
     if !autorizado(pedido.headers(), &estado.config.tokens) {
         tracing::warn!(
@@ -63,15 +49,7 @@ async fn responder<R: Receptor>(
             presented = pedido.headers().contains_key(header::AUTHORIZATION),
             "mensageria receptor: missing or invalid bearer token; refused (401)"
         );
-        let mut resposta = erro(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or invalid bearer token",
-        );
-        resposta
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return resposta;
+        return Err(Desfecho::NaoAutorizado);
     }
     // The message id is what the sender said, never an id we made up for the request.
     let id_mensagem = pedido
@@ -87,61 +65,22 @@ async fn responder<R: Receptor>(
         .map(str::to_owned)
         .unwrap_or_else(|| id_pedido.to_owned());
 
-    // 2. How much: the body, bounded. A declared length over the limit is refused before
-    // anything is read.
-    let declarado = pedido
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declarado.is_some_and(|tamanho| tamanho > estado.config.limite_corpo as u64) {
-        return muito_grande(estado.config.limite_corpo);
-    }
-    // 3. In what form: JSON, as the OpenAPI document says.
-    if !e_json(pedido.headers()) {
-        return erro(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "send the event as JSON: `Content-Type: application/json`",
-        );
-    }
-    let corpo = match axum::body::to_bytes(pedido.into_body(), estado.config.limite_corpo).await {
-        Ok(corpo) => corpo,
-        Err(falha) if passou_do_limite(&falha) => {
-            return muito_grande(estado.config.limite_corpo);
-        }
-        Err(falha) => {
-            tracing::warn!(tipo = R::TIPO, request_id = %id_pedido, error = %falha, "mensageria receptor: the body ended early or broke; refused (400)");
-            return erro(
-                StatusCode::BAD_REQUEST,
-                "incomplete_body",
-                "the body ended before its Content-Length or the connection broke; nothing applied",
-            );
-        }
-    };
+    // 2. and 3. How much and in what form.
+    let corpo = ler_corpo(pedido, estado.config.limite_corpo, R::TIPO, id_pedido).await?;
 
     // 4. What: the payload and its identity.
-    let evento: R::Evento = match serde_json::from_slice(&corpo) {
-        Ok(evento) => evento,
-        Err(falha) => {
-            return erro(
-                StatusCode::BAD_REQUEST,
-                "invalid_payload",
-                &format!("payload is not a valid `{}`: {falha}", R::TIPO),
-            );
-        }
+    let evento: R::Evento =
+        serde_json::from_slice(&corpo).map_err(|falha| Desfecho::PayloadInvalido {
+            tipo: R::TIPO,
+            falha,
+        })?;
+    let chave = R::chave_natural(&evento).map_err(Desfecho::ChaveInvalida)?;
+    let recebida = Recebida {
+        tipo: R::TIPO,
+        chave: chave.como_texto(),
+        id_mensagem,
+        versao: R::versao(&evento),
     };
-    let chave = match R::chave_natural(&evento) {
-        Ok(chave) => chave,
-        Err(falha) => {
-            return erro(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_key",
-                &falha.to_string(),
-            );
-        }
-    };
-    let versao = R::versao(&evento);
 
     let span = tracing::info_span!(
         "mensageria.receptor",
@@ -150,78 +89,111 @@ async fn responder<R: Receptor>(
         id_mensagem = ?id_mensagem,
         chave = %chave.como_texto(),
     );
-    async move {
-        // 5. Dedup and effect, in one transaction.
-        let mut tx = match estado.pool.begin().await {
-            Ok(tx) => tx,
-            Err(falha) => return indisponivel(&falha),
-        };
-        let recebida = Recebida {
+    let resultado = aplicar::<R>(&estado, recebida, evento, correlacao_id);
+    match resultado.instrument(span).await? {
+        Resultado::Aplicado => Ok(Desfecho::Aplicado {
             tipo: R::TIPO,
-            chave: chave.como_texto(),
-            id_mensagem,
-            versao,
-        };
-        match operacoes::registrar_recebida::<R::Banco>(&mut *tx, recebida).await {
-            Ok(true) => {}
-            Ok(false) => {
-                let _ = tx.commit().await;
-                tracing::info!("mensageria receptor: duplicate, nothing applied");
-                metrics_resultado(R::TIPO, "duplicate");
-                return sucesso(Resultado::Duplicado, R::TIPO, id_pedido);
-            }
-            Err(falha) => return indisponivel(&falha),
-        }
-        let efeito = correlacao::com(correlacao_id, R::aplicar(&mut tx, evento));
-        match AssertUnwindSafe(efeito).catch_unwind().await {
-            Ok(Ok(())) => match tx.commit().await {
-                Ok(()) => {
-                    metrics_resultado(R::TIPO, "applied");
-                    sucesso(Resultado::Aplicado, R::TIPO, id_pedido)
-                }
-                Err(falha) => indisponivel(&falha),
-            },
-            Ok(Err(Rejeicao::Permanente { motivo })) => {
-                drop(tx);
-                tracing::warn!(motivo = %motivo, "mensageria receptor: event rejected");
-                metrics_resultado(R::TIPO, "rejected");
-                erro(StatusCode::UNPROCESSABLE_ENTITY, "rejected", &motivo)
-            }
-            Ok(Err(Rejeicao::Temporaria {
-                motivo,
-                tentar_apos,
-            })) => {
-                drop(tx);
-                tracing::warn!(motivo = %motivo, "mensageria receptor: temporary failure");
-                metrics_resultado(R::TIPO, "temporary");
-                let mut resposta = erro(StatusCode::SERVICE_UNAVAILABLE, "temporary", &motivo);
-                if let Some(espera) = tentar_apos {
-                    resposta.headers_mut().insert(
-                        header::RETRY_AFTER,
-                        HeaderValue::from(espera.as_secs().max(1)),
-                    );
-                }
-                resposta
-            }
-            Err(_) => {
-                drop(tx);
-                tracing::error!("mensageria receptor: the receptor panicked; rolled back");
-                metrics_resultado(R::TIPO, "panic");
-                erro(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "panic",
-                    "the receptor panicked; nothing was applied",
-                )
-            }
-        }
+            id_pedido: id_pedido.to_owned(),
+        }),
+        Resultado::Duplicado => Ok(Desfecho::Duplicado {
+            tipo: R::TIPO,
+            id_pedido: id_pedido.to_owned(),
+        }),
     }
-    .instrument(span)
-    .await
 }
 
-fn metrics_resultado(tipo: &'static str, resultado: &'static str) {
-    metrics::counter!("mensageria_received_total", "tipo" => tipo, "resultado" => resultado)
-        .increment(1);
+/// What the transaction came to when it committed.
+enum Resultado {
+    /// First arrival (or newer version): the effect was applied and committed.
+    Aplicado,
+    /// Seen before (or an equal/older version): nothing was done.
+    Duplicado,
+}
+
+/// Steps 2 and 3: the body, bounded (a declared length over the limit is refused before
+/// anything is read), and declared as JSON, as the OpenAPI document says.
+async fn ler_corpo(
+    pedido: Request,
+    limite: usize,
+    tipo: &'static str,
+    id_pedido: &str,
+) -> Result<Bytes, Desfecho> {
+    let declarado = pedido
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declarado.is_some_and(|tamanho| tamanho > limite as u64) {
+        return Err(Desfecho::CorpoGrandeDemais { limite });
+    }
+    if !e_json(pedido.headers()) {
+        return Err(Desfecho::NaoJson);
+    }
+    axum::body::to_bytes(pedido.into_body(), limite)
+        .await
+        .map_err(|falha| {
+            if passou_do_limite(&falha) {
+                Desfecho::CorpoGrandeDemais { limite }
+            } else {
+                tracing::warn!(tipo, request_id = %id_pedido, error = %falha, "mensageria receptor: the body ended early or broke; refused (400)");
+                Desfecho::CorpoIncompleto
+            }
+        })
+}
+
+/// Step 5: dedup and effect, in one transaction; the receptor's refusal or panic rolls both
+/// back.
+async fn aplicar<R: Receptor>(
+    estado: &Estado<R::Banco>,
+    recebida: Recebida<'_>,
+    evento: R::Evento,
+    correlacao_id: String,
+) -> Result<Resultado, Desfecho> {
+    let mut tx = estado.pool.begin().await.map_err(indisponivel)?;
+    match operacoes::registrar_recebida::<R::Banco>(&mut *tx, recebida).await {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = tx.commit().await;
+            tracing::info!("mensageria receptor: duplicate, nothing applied");
+            return Ok(Resultado::Duplicado);
+        }
+        Err(falha) => return Err(indisponivel(falha)),
+    }
+    let efeito = correlacao::com(correlacao_id, R::aplicar(&mut tx, evento));
+    match AssertUnwindSafe(efeito).catch_unwind().await {
+        Ok(Ok(())) => {
+            tx.commit().await.map_err(indisponivel)?;
+            Ok(Resultado::Aplicado)
+        }
+        Ok(Err(Rejeicao::Permanente { motivo })) => {
+            drop(tx);
+            tracing::warn!(motivo = %motivo, "mensageria receptor: event rejected");
+            Err(Desfecho::Rejeitado { motivo })
+        }
+        Ok(Err(Rejeicao::Temporaria {
+            motivo,
+            tentar_apos,
+        })) => {
+            drop(tx);
+            tracing::warn!(motivo = %motivo, "mensageria receptor: temporary failure");
+            Err(Desfecho::Temporario {
+                motivo,
+                tentar_apos,
+            })
+        }
+        Err(_) => {
+            drop(tx);
+            tracing::error!("mensageria receptor: the receptor panicked; rolled back");
+            Err(Desfecho::Panico)
+        }
+    }
+}
+
+/// A database failure around the receptor: logged here (its text stays in this service's
+/// log), answered 503.
+fn indisponivel(falha: mensageria_core::sqlx::Error) -> Desfecho {
+    tracing::error!(error = %falha, "mensageria receptor: database error; nothing applied");
+    Desfecho::BancoIndisponivel
 }
 
 /// `Authorization: Bearer <token>` against every accepted token, in constant time: the scheme
@@ -300,37 +272,6 @@ fn id_do_pedido(cabecalhos: &HeaderMap) -> String {
         .filter(|id| id_aceitavel(id))
         .map(str::to_owned)
         .unwrap_or_else(|| Uuid::now_v7().to_string())
-}
-
-fn sucesso(resultado: Resultado, tipo: &str, id_pedido: &str) -> Response {
-    let corpo = json!({ "resultado": resultado.texto(), "tipo": tipo, "request_id": id_pedido });
-    (StatusCode::OK, axum::Json(corpo)).into_response()
-}
-
-pub(crate) fn erro(status: StatusCode, codigo: &str, mensagem: &str) -> Response {
-    let corpo = json!({ "erro": codigo, "mensagem": mensagem });
-    (status, axum::Json(corpo)).into_response()
-}
-
-fn muito_grande(limite: usize) -> Response {
-    erro(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        &format!("body over {limite} bytes; raise `Config::com_limite_corpo` or send less"),
-    )
-}
-
-fn indisponivel(falha: &mensageria_core::sqlx::Error) -> Response {
-    tracing::error!(error = %falha, "mensageria receptor: database error; nothing applied");
-    let mut resposta = erro(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "database",
-        "database unavailable; retry later",
-    );
-    resposta
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    resposta
 }
 
 #[cfg(test)]

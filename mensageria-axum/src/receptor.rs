@@ -43,7 +43,8 @@ pub trait Receptor: Send + Sync + 'static {
     fn esquema() -> crate::openapi::EsquemaEvento;
 }
 
-/// One `#[receptor]`, as registered at link time.
+/// One `#[receptor]`, as registered at link time (built by generated code, read by
+/// [`router`](crate::router)).
 #[derive(Debug)]
 pub struct ReceptorRegistrado {
     /// The tipo it receives.
@@ -66,12 +67,12 @@ inventory::collect!(ReceptorRegistrado);
 
 impl ReceptorRegistrado {
     /// `module::function(Type)`.
-    pub fn descricao(&self) -> String {
+    pub(crate) fn descricao(&self) -> String {
         format!("{}::{}({})", self.modulo, self.funcao, self.tipo_rust)
     }
 }
 
 /// Every receptor linked into this binary.
-pub fn registrados() -> impl Iterator<Item = &'static ReceptorRegistrado> {
+pub(crate) fn registrados() -> impl Iterator<Item = &'static ReceptorRegistrado> {
     inventory::iter::<ReceptorRegistrado>.into_iter()
 }

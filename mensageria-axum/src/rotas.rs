@@ -7,15 +7,16 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{FromRef, Path};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, get, post};
 use mensageria_core::sqlx::Pool;
 use mensageria_core::{Banco, Erro, ErroConfiguracao, operacoes};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::receptor::registrados;
-use crate::{Config, Estado, Receptor, ReceptorRegistrado, receber};
+use crate::desfecho::Desfecho;
+use crate::receber::receber;
+use crate::receptor::{ReceptorRegistrado, registrados};
+use crate::{Config, Estado, Receptor};
 
 /// A router with every receptor registered in this binary for this backend at
 /// `POST {base}/{tipo}`, the OpenAPI document at `GET {openapi}`, a JSON 404 for unknown tipos,
@@ -78,13 +79,9 @@ fn limite(tempo: Duration) -> Duration {
     tempo.max(Duration::from_millis(1))
 }
 
-async fn tipo_desconhecido(Path(tipo): Path<String>) -> impl IntoResponse {
+async fn tipo_desconhecido(Path(tipo): Path<String>) -> Desfecho {
     let tipo: String = tipo.chars().filter(|c| !c.is_control()).take(128).collect();
-    crate::receber::erro(
-        StatusCode::NOT_FOUND,
-        "unknown_tipo",
-        &format!("this app has no receptor for tipo `{tipo}`"),
-    )
+    Desfecho::TipoDesconhecido { tipo }
 }
 
 /// The route of one receptor, for a router with your own state `S` (which must give the

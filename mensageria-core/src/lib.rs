@@ -81,5 +81,6 @@ pub use sqlx;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::despacho::registrar as registrar_enviador;
+    pub use crate::enviador::{ContextoEnvio, Enviador, FalhaEnvio};
     pub use inventory;
 }

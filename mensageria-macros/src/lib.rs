@@ -3,10 +3,13 @@
 //!
 //! Entry points only: each attribute parses its arguments (`args`), builds and checks a typed
 //! model of the user's function (`model`) and emits glue that calls hand-written functions of
-//! the runtime crates (`expand`). Everything works on `proc_macro2` so it is unit-testable.
+//! the runtime crates (`expand`), reached only through their `__private` modules. The signature
+//! checks both attributes share live in `assinatura`. Everything works on `proc_macro2` so it
+//! is unit-testable.
 
 use proc_macro::TokenStream;
 
+mod assinatura;
 mod enviador;
 mod erros;
 mod receptor;

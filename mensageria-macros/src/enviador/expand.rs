@@ -41,14 +41,14 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
 
         #[doc(hidden)]
         const _: () = {
-            #impl_token ::mensageria_core::Enviador for #payload {
+            #impl_token ::mensageria_core::__private::Enviador for #payload {
                 const TIPO: &'static str = #tipo;
 
                 fn enviar<'__a>(
                     self,
-                    ctx: &'__a ::mensageria_core::ContextoEnvio,
+                    ctx: &'__a ::mensageria_core::__private::ContextoEnvio,
                 ) -> impl ::core::future::Future<
-                    Output = ::core::result::Result<(), ::mensageria_core::FalhaEnvio>,
+                    Output = ::core::result::Result<(), ::mensageria_core::__private::FalhaEnvio>,
                 > + ::core::marker::Send + '__a {
                     #chamada
                 }

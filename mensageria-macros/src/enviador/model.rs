@@ -1,9 +1,23 @@
 //! The user's function, as `#[enviador]` needs it: `async fn f(evento: T, ctx: &ContextoEnvio)`.
 
-use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, ReturnType, Type};
+use syn::{ItemFn, Type};
 
-const FORMA: &str = "an enviador is `async fn name(evento: Payload, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>`";
+use crate::assinatura::{self, Forma};
+
+const FORMA: Forma = Forma {
+    atributo: "#[enviador]",
+    funcao: "an enviador",
+    assinatura: "an enviador is `async fn name(evento: Payload, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>`",
+    por_que_nao_generico: "one function sends one concrete payload type; write one #[enviador] \
+                           per payload type",
+    retorno: "`Result<(), FalhaEnvio>` so the relay knows whether to retry",
+    adicionar_retorno: "`-> Result<(), FalhaEnvio>`",
+    segundo: "the delivery context, `ctx: &ContextoEnvio`",
+    segundo_faltando: "`ctx: &ContextoEnvio` (name it `_ctx` if unused)",
+    em_vez_de_mais: "; reach other resources through `ctx.recurso::<T>()`",
+    payload_por_valor: " (it is decoded from the saída for each delivery)",
+    payload_implementa: "Serialize and Deserialize",
+};
 
 /// The checked shape of an enviador function.
 pub(crate) struct Modelo<'a> {
@@ -13,104 +27,19 @@ pub(crate) struct Modelo<'a> {
 impl<'a> Modelo<'a> {
     /// Checks the signature; every problem found is reported, each at its own token.
     pub(crate) fn novo(funcao: &'a ItemFn) -> syn::Result<Self> {
-        let sig = &funcao.sig;
         let mut erros = Vec::new();
-        if sig.asyncness.is_none() {
+        let parametros = assinatura::conferir(&funcao.sig, &FORMA, &mut erros);
+        let payload = parametros
+            .primeiro
+            .and_then(|p| assinatura::payload(p, "the first parameter", &FORMA, &mut erros));
+        if let Some(ctx) = parametros.segundo
+            && !matches!(&*ctx.ty, Type::Reference(_))
+        {
             erros.push(syn::Error::new_spanned(
-                sig.fn_token,
-                format!("#[enviador] needs an `async fn`; add `async` ({FORMA})"),
+                ctx,
+                format!("the second parameter is {}", FORMA.segundo),
             ));
         }
-        if let Some(constness) = &sig.constness {
-            erros.push(syn::Error::new_spanned(
-                constness,
-                "an enviador cannot be `const`; remove it",
-            ));
-        }
-        if let Some(unsafety) = &sig.unsafety {
-            erros.push(syn::Error::new_spanned(
-                unsafety,
-                "an enviador cannot be `unsafe`; remove it",
-            ));
-        }
-        if let Some(abi) = &sig.abi {
-            erros.push(syn::Error::new_spanned(
-                abi,
-                "an enviador cannot have an `extern` ABI; remove it",
-            ));
-        }
-        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-            erros.push(syn::Error::new_spanned(
-                &sig.generics,
-                "an enviador cannot be generic: one function sends one concrete payload type; \
-                 write one #[enviador] per payload type",
-            ));
-        }
-        if let Some(variadic) = &sig.variadic {
-            erros.push(syn::Error::new_spanned(variadic, FORMA));
-        }
-        if matches!(sig.output, ReturnType::Default) {
-            erros.push(syn::Error::new(
-                sig.paren_token.span.close(),
-                "an enviador returns `Result<(), FalhaEnvio>` so the relay knows whether to retry; \
-                 add `-> Result<(), FalhaEnvio>`",
-            ));
-        }
-
-        let mut parametros = sig.inputs.iter();
-        let payload = match parametros.next() {
-            Some(FnArg::Receiver(receptor)) => {
-                erros.push(syn::Error::new_spanned(
-                    receptor,
-                    "#[enviador] goes on a free function, not a method; move it out of the `impl` block",
-                ));
-                None
-            }
-            Some(FnArg::Typed(parametro)) => match &*parametro.ty {
-                Type::Reference(referencia) => {
-                    erros.push(syn::Error::new_spanned(
-                        referencia,
-                        "the first parameter is the payload, taken by value (it is decoded from the \
-                         saída for each delivery); remove the `&`",
-                    ));
-                    None
-                }
-                Type::ImplTrait(_) | Type::Infer(_) => {
-                    erros.push(syn::Error::new_spanned(
-                        &parametro.ty,
-                        "the payload must be a concrete type that implements Serialize and Deserialize",
-                    ));
-                    None
-                }
-                ty => Some(ty),
-            },
-            None => {
-                erros.push(syn::Error::new(
-                    sig.paren_token.span.join(),
-                    format!("missing parameters; {FORMA}"),
-                ));
-                None
-            }
-        };
-        match parametros.next() {
-            Some(FnArg::Typed(parametro)) if matches!(&*parametro.ty, Type::Reference(_)) => {}
-            Some(outro) => erros.push(syn::Error::new_spanned(
-                outro,
-                "the second parameter is the delivery context, `ctx: &ContextoEnvio`",
-            )),
-            None if sig.inputs.len() == 1 => erros.push(syn::Error::new(
-                sig.inputs.span(),
-                "missing the second parameter, `ctx: &ContextoEnvio` (name it `_ctx` if unused)",
-            )),
-            None => {}
-        }
-        for excedente in parametros {
-            erros.push(syn::Error::new_spanned(
-                excedente,
-                format!("too many parameters; {FORMA}; reach other resources through `ctx.recurso::<T>()`"),
-            ));
-        }
-
         match crate::erros::combinar(erros) {
             Some(erro) => Err(erro),
             None => Ok(Self {

@@ -1,5 +1,6 @@
 //! The code `#[receptor]` emits: a unit struct implementing `Receptor` by calling the user's
-//! function, and its registration. The handler itself is `mensageria_axum::receber::<R>`.
+//! function, and its registration. The handler itself is `mensageria_axum`'s `receber::<R>`;
+//! every runtime item is reached through `::mensageria_axum::__private`.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -56,7 +57,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
 
         #[doc(hidden)]
         const _: () = {
-            impl ::mensageria_axum::Receptor for #estrutura {
+            impl ::mensageria_axum::__private::Receptor for #estrutura {
                 type Banco = #banco;
                 type Evento = #payload;
                 const TIPO: &'static str = #tipo;
@@ -64,7 +65,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                 #[allow(unused_parens)]
                 fn chave_natural(
                     #evento: &#payload,
-                ) -> ::core::result::Result<::mensageria_axum::ChaveNatural, ::mensageria_axum::ErroChave> {
+                ) -> ::core::result::Result<::mensageria_axum::__private::ChaveNatural, ::mensageria_axum::__private::ErroChave> {
                     ::mensageria_axum::__private::chave([#(#partes),*])
                 }
 
@@ -74,7 +75,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                     tx: &'__a mut ::mensageria_axum::__private::sqlx::Transaction<'__c, #banco>,
                     evento: #payload,
                 ) -> impl ::core::future::Future<
-                    Output = ::core::result::Result<(), ::mensageria_axum::Rejeicao>,
+                    Output = ::core::result::Result<(), ::mensageria_axum::__private::Rejeicao>,
                 > + ::core::marker::Send + '__a
                 where
                     '__c: '__a,
@@ -82,7 +83,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                     #chamada
                 }
 
-                fn esquema() -> ::mensageria_axum::openapi::EsquemaEvento {
+                fn esquema() -> ::mensageria_axum::__private::EsquemaEvento {
                     #[allow(unused_imports)]
                     use ::mensageria_axum::__private::EsquemaGenerico as _;
                     (&::mensageria_axum::__private::Sonda::<#payload>::new())
@@ -91,13 +92,13 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
             }
 
             ::mensageria_axum::__private::inventory::submit! {
-                ::mensageria_axum::ReceptorRegistrado {
+                ::mensageria_axum::__private::ReceptorRegistrado {
                     tipo: #tipo,
                     tipo_rust: #payload_str,
                     modulo: ::core::module_path!(),
                     funcao: #nome_str,
                     montar: ::mensageria_axum::__private::montar::<#estrutura>,
-                    esquema: <#estrutura as ::mensageria_axum::Receptor>::esquema,
+                    esquema: <#estrutura as ::mensageria_axum::__private::Receptor>::esquema,
                     convergente: #convergente,
                 }
             }

@@ -1,9 +1,23 @@
 //! The user's function, as `#[receptor]` needs it:
 //! `async fn f(tx: &mut Transaction<'_, DB>, evento: T) -> Result<(), Rejeicao>`.
 
-use syn::{FnArg, GenericArgument, ItemFn, Pat, PathArguments, ReturnType, Type};
+use syn::{GenericArgument, ItemFn, Pat, PathArguments, Type};
 
-const FORMA: &str = "a receptor is `async fn name(tx: &mut Transaction<'_, Postgres>, evento: Payload) -> Result<(), Rejeicao>` (or `Sqlite`)";
+use crate::assinatura::{self, Forma};
+
+const FORMA: Forma = Forma {
+    atributo: "#[receptor]",
+    funcao: "a receptor",
+    assinatura: "a receptor is `async fn name(tx: &mut Transaction<'_, Postgres>, evento: Payload) -> Result<(), Rejeicao>` (or `Sqlite`)",
+    por_que_nao_generico: "one function receives one concrete payload type",
+    retorno: "`Result<(), Rejeicao>` so the handler knows whether to commit",
+    adicionar_retorno: "`-> Result<(), Rejeicao>`",
+    segundo: "the payload, `evento: Payload`",
+    segundo_faltando: "the payload: `evento: Payload`",
+    em_vez_de_mais: "",
+    payload_por_valor: "",
+    payload_implementa: "Deserialize",
+};
 
 /// The checked shape of a receptor function.
 pub(crate) struct Modelo {
@@ -14,92 +28,38 @@ pub(crate) struct Modelo {
 
 impl Modelo {
     pub(crate) fn novo(funcao: &ItemFn) -> syn::Result<Self> {
-        let sig = &funcao.sig;
         let mut erros = Vec::new();
-        if sig.asyncness.is_none() {
-            erros.push(syn::Error::new_spanned(
-                sig.fn_token,
-                format!("#[receptor] needs an `async fn`; add `async` ({FORMA})"),
-            ));
-        }
-        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-            erros.push(syn::Error::new_spanned(
-                &sig.generics,
-                "a receptor cannot be generic: one function receives one concrete payload type",
-            ));
-        }
-        if matches!(sig.output, ReturnType::Default) {
-            erros.push(syn::Error::new(
-                sig.paren_token.span.close(),
-                "a receptor returns `Result<(), Rejeicao>` so the handler knows whether to commit; add `-> Result<(), Rejeicao>`",
-            ));
-        }
-        let mut parametros = sig.inputs.iter();
-        let banco = match parametros.next() {
-            Some(FnArg::Receiver(r)) => {
+        let parametros = assinatura::conferir(&funcao.sig, &FORMA, &mut erros);
+        let banco = parametros.primeiro.and_then(|tx| {
+            let banco = banco_da_transacao(&tx.ty);
+            if banco.is_none() {
                 erros.push(syn::Error::new_spanned(
-                    r,
-                    "#[receptor] goes on a free function, not a method",
+                    &tx.ty,
+                    format!(
+                        "the first parameter is the effect's transaction, \
+                         `tx: &mut Transaction<'_, Postgres>` (or `Sqlite`); {}",
+                        FORMA.assinatura
+                    ),
                 ));
-                None
             }
-            Some(FnArg::Typed(p)) => match banco_da_transacao(&p.ty) {
-                Some(banco) => Some(banco),
-                None => {
-                    erros.push(syn::Error::new_spanned(
-                        &p.ty,
-                        format!("the first parameter is the effect's transaction, `tx: &mut Transaction<'_, Postgres>` (or `Sqlite`); {FORMA}"),
-                    ));
-                    None
+            banco
+        });
+        let evento = parametros.segundo.and_then(|evento| {
+            let payload = assinatura::payload(evento, "the second parameter", &FORMA, &mut erros)?;
+            match &*evento.pat {
+                Pat::Ident(nome) if nome.by_ref.is_none() && nome.subpat.is_none() => {
+                    Some((nome.ident.clone(), payload.clone()))
                 }
-            },
-            None => {
-                erros.push(syn::Error::new(
-                    sig.paren_token.span.join(),
-                    format!("missing parameters; {FORMA}"),
-                ));
-                None
-            }
-        };
-        let evento = match parametros.next() {
-            Some(FnArg::Typed(p)) => match (&*p.pat, &*p.ty) {
-                (_, Type::Reference(r)) => {
-                    erros.push(syn::Error::new_spanned(
-                        r,
-                        "the second parameter is the payload, taken by value; remove the `&`",
-                    ));
-                    None
-                }
-                (Pat::Ident(nome), ty) if nome.by_ref.is_none() && nome.subpat.is_none() => {
-                    Some((nome.ident.clone(), ty.clone()))
-                }
-                (pat, _) => {
+                pat => {
                     erros.push(syn::Error::new_spanned(
                         pat,
-                        "name the payload parameter with a plain identifier (e.g. `evento`): `chave_natural` and `versao` refer to it by name",
+                        "name the payload parameter with a plain identifier (e.g. `evento`): \
+                         `chave_natural` and `versao` refer to it by name",
                     ));
                     None
                 }
-            },
-            Some(FnArg::Receiver(r)) => {
-                erros.push(syn::Error::new_spanned(r, FORMA));
-                None
             }
-            None if !sig.inputs.is_empty() => {
-                erros.push(syn::Error::new_spanned(
-                    &sig.inputs,
-                    "missing the second parameter, the payload: `evento: Payload`",
-                ));
-                None
-            }
-            None => None,
-        };
-        for excedente in parametros {
-            erros.push(syn::Error::new_spanned(
-                excedente,
-                format!("too many parameters; {FORMA}"),
-            ));
-        }
+        });
         match crate::erros::combinar(erros) {
             Some(erro) => Err(erro),
             None => {
