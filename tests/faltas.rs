@@ -15,10 +15,10 @@ use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay, RelayHandle};
 use mensageria_core::teste::{ModoProxy, ProxyDeFalhas};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
-use mensageria_testes::PgIsolado;
 use mensageria_testes::faltas::{
     FalhaResposta, Filho, Lado, Linha, OutroHost, TABELAS, produzir_com, verificar,
 };
+use mensageria_testes::{PgIsolado, esperar_valor};
 use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, Transaction};
 use tokio::time::Instant;
@@ -442,9 +442,14 @@ async fn relay_abortado_no_meio_do_lote() {
             .relay(c.pg.outro_pool(4).await, config.clone())
             .spawn()
             .unwrap();
-        while c.aplicadas().await < terco * 100 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        esperar_valor(
+            &format!("{} messages applied", terco * 100),
+            DRENAR,
+            Duration::from_millis(5),
+            || c.aplicadas(),
+            |&n| n >= terco * 100,
+        )
+        .await;
         relay.abort(); // a crash: claimed rows stay leased until their lease ends
         mortes += 1;
     }
@@ -703,9 +708,14 @@ async fn desligamento_gracioso_no_meio_da_entrega() {
         .relay(c.pg.outro_pool(4).await, config.clone())
         .spawn()
         .unwrap();
-    while c.lado.entregas.total() < 20 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    esperar_valor(
+        "20 deliveries",
+        DRENAR,
+        Duration::from_millis(5),
+        || async { c.lado.entregas.total() },
+        |&n| n >= 20,
+    )
+    .await;
     relay.shutdown(Duration::from_secs(5)).await;
     // Nothing is left leased: what was claimed but not delivered went back, due now.
     let presas: i64 = sqlx::query_scalar(
@@ -929,9 +939,14 @@ async fn relay_morto_com_sigkill() {
     let mut mortes = 0;
     for terco in 1..=2 {
         let filho = Filho::iniciar(APP_A, &c.pg.schema, &c.proxy.url()).await;
-        while c.aplicadas().await < terco * 100 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        esperar_valor(
+            &format!("{} messages applied", terco * 100),
+            DRENAR,
+            Duration::from_millis(5),
+            || c.aplicadas(),
+            |&n| n >= terco * 100,
+        )
+        .await;
         filho.matar();
         mortes += 1;
     }
@@ -967,9 +982,14 @@ async fn dois_apps_num_schema_com_duas_replicas_cada() {
             .await
             .unwrap();
     }
-    while c.aplicadas().await < tentadas as i64 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    esperar_valor(
+        &format!("{tentadas} messages applied"),
+        DRENAR,
+        Duration::from_millis(20),
+        || c.aplicadas(),
+        |&n| n >= tentadas as i64,
+    )
+    .await;
     c.proxy.modo(ModoProxy::Passar);
     let drenagem = c.drenar(DRENAR).await;
     drop(replicas);
@@ -1048,9 +1068,14 @@ async fn desistencia_tardia_nao_enterra_mensagem_reentregue() {
         .await
         .unwrap()
     };
-    while arrendadas().await < 16 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    esperar_valor(
+        "16 rows leased by relay A",
+        DRENAR,
+        Duration::from_millis(2),
+        arrendadas,
+        |&n| n >= 16,
+    )
+    .await;
     proxy_pg.modo(ModoProxy::Buraco);
     // A's leases expire; relay B reclaims and delivers slowly.
     tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -1058,9 +1083,14 @@ async fn desistencia_tardia_nao_enterra_mensagem_reentregue() {
         .falhar(FalhaResposta::Lento(Duration::from_millis(600)));
     let b = c.relay(c.pg.outro_pool(2).await, c.config("emissor"));
     let rodada_b = tokio::spawn(async move { b.drenar().await });
-    while c.lado.entregas.total() < 16 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    esperar_valor(
+        "16 deliveries by relay B",
+        DRENAR,
+        Duration::from_millis(2),
+        || async { c.lado.entregas.total() },
+        |&n| n >= 16,
+    )
+    .await;
     // While B's deliveries are in flight, A's database comes back and A writes its verdict.
     proxy_pg.modo(ModoProxy::Passar);
     let a = rodada_a.await.unwrap().unwrap();

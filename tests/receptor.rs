@@ -2,8 +2,8 @@
 //! key whatever arrives, and bad input refused before any row is written.
 
 use mensageria_axum::{Config, Rejeicao, receptor};
-use mensageria_core::sqlx::{Postgres, Sqlite, Transaction};
-use mensageria_testes::{e_postgres, nos_dois_bancos};
+use mensageria_core::sqlx::{Encode, Executor, Postgres, Sqlite, Transaction, Type};
+use mensageria_testes::{Sql, e_postgres, nos_dois_bancos};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -13,19 +13,23 @@ struct Encerramento {
 }
 
 /// The effect, written once for both backends.
-macro_rules! aplicar {
-    ($executor:expr, $evento:expr) => {{
-        let evento = $evento;
-        if evento.chave == "recusar" {
-            return Err(Rejeicao::permanente("chave recusada"));
-        }
-        sqlx::query("INSERT INTO efeito (cnpj, chave) VALUES ($1, $2)")
-            .bind(evento.cnpj)
-            .bind(evento.chave)
-            .execute($executor)
-            .await?;
-        Ok(())
-    }};
+async fn aplicar<DB: Sql>(
+    tx: &mut Transaction<'_, DB>,
+    evento: Encerramento,
+) -> Result<(), Rejeicao>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    if evento.chave == "recusar" {
+        return Err(Rejeicao::permanente("chave recusada"));
+    }
+    sqlx::query("INSERT INTO efeito (cnpj, chave) VALUES ($1, $2)")
+        .bind(evento.cnpj)
+        .bind(evento.chave)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 const EFEITO: &str = "CREATE TABLE efeito (cnpj TEXT NOT NULL, chave TEXT NOT NULL)";
@@ -35,7 +39,7 @@ async fn encerrar_pg(
     tx: &mut Transaction<'_, Postgres>,
     evento: Encerramento,
 ) -> Result<(), Rejeicao> {
-    aplicar!(&mut **tx, evento)
+    aplicar(tx, evento).await
 }
 
 #[receptor(tipo = "teste.encerramento-lite", chave_natural = (evento.cnpj, evento.chave))]
@@ -43,7 +47,7 @@ async fn encerrar_lite(
     tx: &mut Transaction<'_, Sqlite>,
     evento: Encerramento,
 ) -> Result<(), Rejeicao> {
-    aplicar!(&mut **tx, evento)
+    aplicar(tx, evento).await
 }
 
 async fn servir(app: axum::Router) -> String {

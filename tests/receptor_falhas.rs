@@ -25,8 +25,9 @@
 use std::time::Duration;
 
 use mensageria_axum::{Config, Rejeicao, receptor};
-use mensageria_core::sqlx::{Postgres, Sqlite, Transaction};
-use mensageria_testes::{e_postgres, nos_dois_bancos};
+use mensageria_core::Banco;
+use mensageria_core::sqlx::{Encode, Executor, FromRow, Pool, Postgres, Sqlite, Transaction, Type};
+use mensageria_testes::{Sql, contar, e_postgres, nos_dois_bancos};
 use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -51,77 +52,85 @@ struct Par {
 }
 
 /// The effect, written once for both backends: one row in `efeito`, then whatever the
-/// `controle` row of `$id` says.
-macro_rules! aplicar {
-    ($tx:expr, $receptor:expr, $id:expr, $chave:expr, $dado:expr) => {{
-        let tx = $tx;
-        sqlx::query("INSERT INTO efeito (receptor, chave, dado) VALUES ($1, $2, $3)")
-            .bind($receptor)
-            .bind($chave)
-            .bind($dado)
-            .execute(&mut **tx)
-            .await?;
-        let modo: Option<String> = sqlx::query_scalar("SELECT modo FROM controle WHERE id = $1")
-            .bind($id)
-            .fetch_optional(&mut **tx)
-            .await?;
-        match modo.as_deref() {
-            None => {}
-            Some("panico") => panic!("receptor panicking on purpose"),
-            Some("falhar") => return Err(Rejeicao::temporaria("downstream unavailable")),
-            Some("falhar-apos") => {
-                return Err(Rejeicao::temporaria_apos(
-                    "downstream busy",
-                    Duration::from_secs(7),
-                ));
-            }
-            Some("falhar-ms") => {
-                return Err(Rejeicao::temporaria_apos(
-                    "downstream busy",
-                    Duration::from_millis(250),
-                ));
-            }
-            Some("recusar") => return Err(Rejeicao::permanente("refused by the domain")),
-            Some("sql-invalido") => {
-                sqlx::query("SELECT coluna_que_nao_existe FROM efeito")
-                    .execute(&mut **tx)
-                    .await?;
-            }
-            Some("lento") => tokio::time::sleep(Duration::from_millis(200)).await,
-            Some(outro) => panic!("unknown control mode {outro}"),
+/// `controle` row of `id` says.
+async fn aplicar<DB: Sql>(
+    tx: &mut Transaction<'_, DB>,
+    receptor: &str,
+    id: &str,
+    chave: &str,
+    dado: &str,
+) -> Result<(), Rejeicao>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    (String,): for<'r> FromRow<'r, DB::Row>,
+{
+    sqlx::query("INSERT INTO efeito (receptor, chave, dado) VALUES ($1, $2, $3)")
+        .bind(receptor)
+        .bind(chave)
+        .bind(dado)
+        .execute(&mut **tx)
+        .await?;
+    let modo: Option<String> = sqlx::query_scalar("SELECT modo FROM controle WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    match modo.as_deref() {
+        None => {}
+        Some("panico") => panic!("receptor panicking on purpose"),
+        Some("falhar") => return Err(Rejeicao::temporaria("downstream unavailable")),
+        Some("falhar-apos") => {
+            return Err(Rejeicao::temporaria_apos(
+                "downstream busy",
+                Duration::from_secs(7),
+            ));
         }
-        Ok(())
-    }};
+        Some("falhar-ms") => {
+            return Err(Rejeicao::temporaria_apos(
+                "downstream busy",
+                Duration::from_millis(250),
+            ));
+        }
+        Some("recusar") => return Err(Rejeicao::permanente("refused by the domain")),
+        Some("sql-invalido") => {
+            sqlx::query("SELECT coluna_que_nao_existe FROM efeito")
+                .execute(&mut **tx)
+                .await?;
+        }
+        Some("lento") => tokio::time::sleep(Duration::from_millis(200)).await,
+        Some(outro) => panic!("unknown control mode {outro}"),
+    }
+    Ok(())
 }
 
 #[receptor(tipo = "falhas.simples", chave_natural = evento.id)]
 async fn simples_pg(tx: &mut Transaction<'_, Postgres>, evento: Simples) -> Result<(), Rejeicao> {
-    aplicar!(tx, "simples", &evento.id, &evento.id, "")
+    aplicar(tx, "simples", &evento.id, &evento.id, "").await
 }
 
 #[receptor(tipo = "falhas.simples-lite", chave_natural = evento.id)]
 async fn simples_lite(tx: &mut Transaction<'_, Sqlite>, evento: Simples) -> Result<(), Rejeicao> {
-    aplicar!(tx, "simples", &evento.id, &evento.id, "")
+    aplicar(tx, "simples", &evento.id, &evento.id, "").await
 }
 
 #[receptor(tipo = "falhas.gemeo", chave_natural = evento.id)]
 async fn gemeo_pg(tx: &mut Transaction<'_, Postgres>, evento: Simples) -> Result<(), Rejeicao> {
-    aplicar!(tx, "gemeo", &evento.id, &evento.id, "")
+    aplicar(tx, "gemeo", &evento.id, &evento.id, "").await
 }
 
 #[receptor(tipo = "falhas.gemeo-lite", chave_natural = evento.id)]
 async fn gemeo_lite(tx: &mut Transaction<'_, Sqlite>, evento: Simples) -> Result<(), Rejeicao> {
-    aplicar!(tx, "gemeo", &evento.id, &evento.id, "")
+    aplicar(tx, "gemeo", &evento.id, &evento.id, "").await
 }
 
 #[receptor(tipo = "falhas.par", chave_natural = (evento.a, evento.b))]
 async fn par_pg(tx: &mut Transaction<'_, Postgres>, evento: Par) -> Result<(), Rejeicao> {
-    aplicar!(tx, "par", &evento.a, &evento.a, &evento.b)
+    aplicar(tx, "par", &evento.a, &evento.a, &evento.b).await
 }
 
 #[receptor(tipo = "falhas.par-lite", chave_natural = (evento.a, evento.b))]
 async fn par_lite(tx: &mut Transaction<'_, Sqlite>, evento: Par) -> Result<(), Rejeicao> {
-    aplicar!(tx, "par", &evento.a, &evento.a, &evento.b)
+    aplicar(tx, "par", &evento.a, &evento.a, &evento.b).await
 }
 
 #[receptor(tipo = "falhas.convergente", chave_natural = evento.entidade, versao = evento.versao)]
@@ -130,7 +139,7 @@ async fn convergente_pg(
     evento: Versionado,
 ) -> Result<(), Rejeicao> {
     let dado = format!("v{}", evento.versao);
-    aplicar!(tx, "convergente", &evento.entidade, &evento.entidade, &dado)
+    aplicar(tx, "convergente", &evento.entidade, &evento.entidade, &dado).await
 }
 
 #[receptor(
@@ -143,82 +152,73 @@ async fn convergente_lite(
     evento: Versionado,
 ) -> Result<(), Rejeicao> {
     let dado = format!("v{}", evento.versao);
-    aplicar!(tx, "convergente", &evento.entidade, &evento.entidade, &dado)
+    aplicar(tx, "convergente", &evento.entidade, &evento.entidade, &dado).await
 }
 
-/// Migrates `$db` and creates the effect and control tables.
-macro_rules! preparar {
-    ($db:expr) => {{
-        mensageria_core::migrar(&$db.pool).await.unwrap();
-        for ddl in [
-            "CREATE TABLE efeito (receptor TEXT NOT NULL, chave TEXT NOT NULL, dado TEXT NOT NULL)",
-            "CREATE TABLE controle (id TEXT PRIMARY KEY, modo TEXT NOT NULL)",
-        ] {
-            sqlx::query(ddl).execute(&$db.pool).await.unwrap();
-        }
-    }};
+/// Migrates `pool` and creates the effect and control tables.
+async fn preparar<DB: Sql + Banco>(pool: &Pool<DB>)
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    mensageria_core::migrar(pool).await.unwrap();
+    for ddl in [
+        "CREATE TABLE efeito (receptor TEXT NOT NULL, chave TEXT NOT NULL, dado TEXT NOT NULL)",
+        "CREATE TABLE controle (id TEXT PRIMARY KEY, modo TEXT NOT NULL)",
+    ] {
+        sqlx::query(ddl).execute(pool).await.unwrap();
+    }
 }
 
-/// `controlar!(db, id => modo)`: the effect of `id` now does `modo`; `controlar!(db, id => ())`:
-/// it succeeds again (the cause is fixed).
-macro_rules! controlar {
-    ($db:expr, $id:expr => ()) => {{
-        sqlx::query("DELETE FROM controle WHERE id = $1")
-            .bind($id)
-            .execute(&$db.pool)
-            .await
-            .unwrap();
-    }};
-    ($db:expr, $id:expr => $modo:expr) => {{
-        sqlx::query(
+/// The effect of `id` now does `modo`; `None`: it succeeds again (the cause is fixed).
+async fn controlar<DB: Sql>(pool: &Pool<DB>, id: &str, modo: Option<&str>)
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+{
+    let consulta = match modo {
+        None => sqlx::query("DELETE FROM controle WHERE id = $1").bind(id),
+        Some(modo) => sqlx::query(
             "INSERT INTO controle (id, modo) VALUES ($1, $2) \
              ON CONFLICT (id) DO UPDATE SET modo = excluded.modo",
         )
-        .bind($id)
-        .bind($modo)
-        .execute(&$db.pool)
-        .await
-        .unwrap();
-    }};
+        .bind(id)
+        .bind(modo),
+    };
+    consulta.execute(pool).await.unwrap();
 }
 
-/// `(chave, dado)` of every effect row of `$receptor`, sorted (in Rust: collations differ).
-macro_rules! efeitos {
-    ($db:expr, $receptor:expr) => {{
-        let mut linhas: Vec<(String, String)> =
-            sqlx::query_as("SELECT chave, dado FROM efeito WHERE receptor = $1")
-                .bind($receptor)
-                .fetch_all(&$db.pool)
-                .await
-                .unwrap();
-        linhas.sort();
-        linhas
-    }};
-}
-
-/// `(chave, versao)` of every dedup record of `$tipo`, sorted.
-macro_rules! recebidas {
-    ($db:expr, $tipo:expr) => {{
-        let mut linhas: Vec<(String, Option<i64>)> =
-            sqlx::query_as("SELECT chave, versao FROM mensageria_recebidas WHERE tipo = $1")
-                .bind($tipo)
-                .fetch_all(&$db.pool)
-                .await
-                .unwrap();
-        linhas.sort();
-        linhas
-    }};
-}
-
-/// Rows in `$tabela`, whatever they are.
-macro_rules! contar {
-    ($db:expr, $tabela:literal) => {{
-        let total: i64 = sqlx::query_scalar(concat!("SELECT count(*) FROM ", $tabela))
-            .fetch_one(&$db.pool)
+/// `(chave, dado)` of every effect row of `receptor`, sorted (in Rust: collations differ).
+async fn efeitos<DB: Sql>(pool: &Pool<DB>, receptor: &str) -> Vec<(String, String)>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    (String, String): for<'r> FromRow<'r, DB::Row>,
+{
+    let mut linhas: Vec<(String, String)> =
+        sqlx::query_as("SELECT chave, dado FROM efeito WHERE receptor = $1")
+            .bind(receptor)
+            .fetch_all(pool)
             .await
             .unwrap();
-        total
-    }};
+    linhas.sort();
+    linhas
+}
+
+/// `(chave, versao)` of every dedup record of `tipo`, sorted.
+async fn recebidas<DB: Sql>(pool: &Pool<DB>, tipo: &str) -> Vec<(String, Option<i64>)>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    (String, Option<i64>): for<'r> FromRow<'r, DB::Row>,
+{
+    let mut linhas: Vec<(String, Option<i64>)> =
+        sqlx::query_as("SELECT chave, versao FROM mensageria_recebidas WHERE tipo = $1")
+            .bind(tipo)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    linhas.sort();
+    linhas
 }
 
 /// The tipo of receptor `base` on this backend (`-lite` on SQLite: a tipo registers once).
@@ -230,7 +230,7 @@ fn tipo_em<P>(pool: &P, base: &str) -> String {
     }
 }
 
-/// Owned `(chave, dado)` rows, as [`efeitos!`] returns them.
+/// Owned `(chave, dado)` rows, as [`efeitos`] returns them.
 fn linhas(pares: &[(&str, &str)]) -> Vec<(String, String)> {
     pares
         .iter()
@@ -359,7 +359,7 @@ impl Resposta {
 // 1. Convergent mode.
 nos_dois_bancos! {
     async fn versao_nova_aplica_e_velha_ou_igual_e_duplicata(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "convergente");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
         let entregar = |entidade: &str, versao: i64| {
@@ -370,48 +370,48 @@ nos_dois_bancos! {
         entregar("e1", 2).await.assert_resultado("applied");
         entregar("e1", 1).await.assert_resultado("duplicate");
         entregar("e1", 2).await.assert_resultado("duplicate");
-        assert_eq!(recebidas!(db, &tipo), vec![(chave(&["e1"]), Some(2))]);
+        assert_eq!(recebidas(&db.pool, &tipo).await, vec![(chave(&["e1"]), Some(2))]);
         entregar("e1", 3).await.assert_resultado("applied");
         // In order: v1, then v2.
         entregar("e2", 1).await.assert_resultado("applied");
         entregar("e2", 2).await.assert_resultado("applied");
         // A newer version whose effect fails leaves the stored version alone...
-        controlar!(db, "e1" => "falhar");
+        controlar(&db.pool, "e1", Some("falhar")).await;
         entregar("e1", 4).await.assert_erro(503, "temporary");
         assert_eq!(
-            recebidas!(db, &tipo),
+            recebidas(&db.pool, &tipo).await,
             vec![(chave(&["e1"]), Some(3)), (chave(&["e2"]), Some(2))]
         );
         // ...and is applied when redelivered after the cause is fixed.
-        controlar!(db, "e1" => ());
+        controlar(&db.pool, "e1", None).await;
         entregar("e1", 4).await.assert_resultado("applied");
         entregar("e1", 4).await.assert_resultado("duplicate");
         entregar("e1", 3).await.assert_resultado("duplicate");
 
         assert_eq!(
-            efeitos!(db, "convergente"),
+            efeitos(&db.pool, "convergente").await,
             linhas(&[("e1", "v2"), ("e1", "v3"), ("e1", "v4"), ("e2", "v1"), ("e2", "v2")])
         );
         assert_eq!(
-            recebidas!(db, &tipo),
+            recebidas(&db.pool, &tipo).await,
             vec![(chave(&["e1"]), Some(4)), (chave(&["e2"]), Some(2))]
         );
-        assert_eq!(contar!(db, "mensageria_recebidas"), 2);
+        assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 2);
     }
 }
 
 // 2. A panic in the receptor.
 nos_dois_bancos! {
     async fn panico_responde_500_desfaz_tudo_e_o_servidor_continua(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
 
-        controlar!(db, "explode" => "panico");
+        controlar(&db.pool, "explode", Some("panico")).await;
         let resposta = s.postar_json(&tipo, json!({ "id": "explode" })).await;
         resposta.assert_erro(500, "panic");
-        assert_eq!(efeitos!(db, "simples"), vec![], "the effect rolled back");
-        assert_eq!(recebidas!(db, &tipo), vec![], "the dedup record rolled back");
+        assert_eq!(efeitos(&db.pool, "simples").await, vec![], "the effect rolled back");
+        assert_eq!(recebidas(&db.pool, &tipo).await, vec![], "the dedup record rolled back");
 
         // More panics than the pool has connections (8): a leaked connection, an open
         // transaction or a held row lock would stall or fail what follows.
@@ -421,13 +421,13 @@ nos_dois_bancos! {
         s.postar_json(&tipo, json!({ "id": "normal" })).await.assert_resultado("applied");
 
         // The cause is gone: the redelivery is applied, once.
-        controlar!(db, "explode" => ());
+        controlar(&db.pool, "explode", None).await;
         s.postar_json(&tipo, json!({ "id": "explode" })).await.assert_resultado("applied");
         s.postar_json(&tipo, json!({ "id": "explode" })).await.assert_resultado("duplicate");
 
-        assert_eq!(efeitos!(db, "simples"), linhas(&[("explode", ""), ("normal", "")]));
+        assert_eq!(efeitos(&db.pool, "simples").await, linhas(&[("explode", ""), ("normal", "")]));
         assert_eq!(
-            recebidas!(db, &tipo),
+            recebidas(&db.pool, &tipo).await,
             vec![(chave(&["explode"]), None), (chave(&["normal"]), None)]
         );
     }
@@ -436,50 +436,50 @@ nos_dois_bancos! {
 // 3. The effect fails after the dedup insert.
 nos_dois_bancos! {
     async fn falha_temporaria_responde_503_desfaz_e_a_reentrega_aplica(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
         let entregar = || s.postar_json(&tipo, json!({ "id": "f1" }));
 
-        controlar!(db, "f1" => "falhar");
+        controlar(&db.pool, "f1", Some("falhar")).await;
         let resposta = entregar().await;
         resposta.assert_erro(503, "temporary");
         assert_eq!(resposta.cabecalho("retry-after"), None);
 
-        controlar!(db, "f1" => "falhar-apos");
+        controlar(&db.pool, "f1", Some("falhar-apos")).await;
         let resposta = entregar().await;
         resposta.assert_erro(503, "temporary");
         assert_eq!(resposta.cabecalho("retry-after"), Some("7"));
 
         // Under a second rounds up: `Retry-After` has whole seconds, and 0 would mean "now".
-        controlar!(db, "f1" => "falhar-ms");
+        controlar(&db.pool, "f1", Some("falhar-ms")).await;
         let resposta = entregar().await;
         resposta.assert_erro(503, "temporary");
         assert_eq!(resposta.cabecalho("retry-after"), Some("1"));
 
         // A SQL error inside the effect (`?`) is temporary; on PostgreSQL it also aborts the
         // transaction, which must still roll back cleanly.
-        controlar!(db, "f1" => "sql-invalido");
+        controlar(&db.pool, "f1", Some("sql-invalido")).await;
         entregar().await.assert_erro(503, "temporary");
 
-        controlar!(db, "f1" => "recusar");
+        controlar(&db.pool, "f1", Some("recusar")).await;
         entregar().await.assert_erro(422, "rejected");
 
-        assert_eq!(efeitos!(db, "simples"), vec![], "every failed attempt rolled back its effect");
-        assert_eq!(recebidas!(db, &tipo), vec![], "and its dedup record");
+        assert_eq!(efeitos(&db.pool, "simples").await, vec![], "every failed attempt rolled back its effect");
+        assert_eq!(recebidas(&db.pool, &tipo).await, vec![], "and its dedup record");
 
-        controlar!(db, "f1" => ());
+        controlar(&db.pool, "f1", None).await;
         entregar().await.assert_resultado("applied");
         entregar().await.assert_resultado("duplicate");
-        assert_eq!(efeitos!(db, "simples"), linhas(&[("f1", "")]));
-        assert_eq!(recebidas!(db, &tipo), vec![(chave(&["f1"]), None)]);
+        assert_eq!(efeitos(&db.pool, "simples").await, linhas(&[("f1", "")]));
+        assert_eq!(recebidas(&db.pool, &tipo).await, vec![(chave(&["f1"]), None)]);
     }
 }
 
 // 4. Bad input.
 nos_dois_bancos! {
     async fn entrada_ruim_responde_400_sem_escrever_e_id_hostil_e_trocado(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
 
@@ -518,8 +518,8 @@ nos_dois_bancos! {
             resposta.assert_erro(400, "invalid_payload");
             assert!(uuid::Uuid::parse_str(resposta.id_pedido()).is_ok(), "{caso}");
         }
-        assert_eq!(contar!(db, "efeito"), 0, "bad input writes no effect");
-        assert_eq!(contar!(db, "mensageria_recebidas"), 0, "nor a dedup record");
+        assert_eq!(contar(&db.pool, "efeito").await, 0, "bad input writes no effect");
+        assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 0, "nor a dedup record");
 
         // Deep but valid: an unknown field is skipped iteratively, without recursion.
         let fundo = format!(r#"{{"id":"fundo","extra":{}}}"#, profundo("[", "]", 100_000));
@@ -560,9 +560,9 @@ nos_dois_bancos! {
         let mut esperados: Vec<String> = (0..hostis.len()).map(|i| format!("hostil-{i}")).collect();
         esperados.extend(["bom-0".to_owned(), "bom-1".to_owned(), "fundo".to_owned()]);
         esperados.sort();
-        let efeitos: Vec<String> = efeitos!(db, "simples").into_iter().map(|(c, _)| c).collect();
+        let efeitos: Vec<String> = efeitos(&db.pool, "simples").await.into_iter().map(|(c, _)| c).collect();
         assert_eq!(efeitos, esperados);
-        let recebidas: Vec<String> = recebidas!(db, &tipo).into_iter().map(|(c, _)| c).collect();
+        let recebidas: Vec<String> = recebidas(&db.pool, &tipo).await.into_iter().map(|(c, _)| c).collect();
         let mut chaves: Vec<String> = esperados.iter().map(|e| chave(&[e])).collect();
         chaves.sort();
         assert_eq!(recebidas, chaves);
@@ -572,7 +572,7 @@ nos_dois_bancos! {
 // 5. Hostile strings in key parts.
 nos_dois_bancos! {
     async fn chaves_hostis_sao_guardadas_literalmente(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "par");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
 
@@ -610,11 +610,11 @@ nos_dois_bancos! {
 
         let mut esperados = linhas(&casos);
         esperados.sort();
-        assert_eq!(efeitos!(db, "par"), esperados);
+        assert_eq!(efeitos(&db.pool, "par").await, esperados);
         let mut chaves: Vec<(String, Option<i64>)> =
             casos.iter().map(|(a, b)| (chave(&[a, b]), None)).collect();
         chaves.sort();
-        assert_eq!(recebidas!(db, &tipo), chaves);
+        assert_eq!(recebidas(&db.pool, &tipo).await, chaves);
 
         // NUL: the dedup key escapes it (`\u0000`), but PostgreSQL TEXT refuses it in the
         // effect's own INSERT: a data exception (SQLSTATE 22), the same on every redelivery, so
@@ -623,12 +623,12 @@ nos_dois_bancos! {
         if e_postgres(&db.pool) {
             let resposta = s.postar_json(&tipo, nul).await;
             resposta.assert_erro(422, "rejected");
-            assert_eq!(efeitos!(db, "par"), esperados);
-            assert_eq!(recebidas!(db, &tipo), chaves);
+            assert_eq!(efeitos(&db.pool, "par").await, esperados);
+            assert_eq!(recebidas(&db.pool, &tipo).await, chaves);
         } else {
             s.postar_json(&tipo, nul.clone()).await.assert_resultado("applied");
             s.postar_json(&tipo, nul).await.assert_resultado("duplicate");
-            let nuls: Vec<(String, String)> = efeitos!(db, "par")
+            let nuls: Vec<(String, String)> = efeitos(&db.pool, "par").await
                 .into_iter()
                 .filter(|(a, _)| a.contains('\0'))
                 .collect();
@@ -647,7 +647,7 @@ nos_dois_bancos! {
 // 6. One natural key, two tipos.
 nos_dois_bancos! {
     async fn mesma_chave_em_dois_tipos_sao_dois_eventos(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let simples = tipo_em(&db.pool, "simples");
         let gemeo = tipo_em(&db.pool, "gemeo");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
@@ -660,22 +660,22 @@ nos_dois_bancos! {
         }
 
         let um = linhas(&[("mesma", "")]);
-        assert_eq!(efeitos!(db, "simples"), um);
-        assert_eq!(efeitos!(db, "gemeo"), um);
-        assert_eq!(recebidas!(db, &simples), vec![(chave(&["mesma"]), None)]);
-        assert_eq!(recebidas!(db, &gemeo), vec![(chave(&["mesma"]), None)]);
-        assert_eq!(contar!(db, "mensageria_recebidas"), 2);
+        assert_eq!(efeitos(&db.pool, "simples").await, um);
+        assert_eq!(efeitos(&db.pool, "gemeo").await, um);
+        assert_eq!(recebidas(&db.pool, &simples).await, vec![(chave(&["mesma"]), None)]);
+        assert_eq!(recebidas(&db.pool, &gemeo).await, vec![(chave(&["mesma"]), None)]);
+        assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 2);
     }
 }
 
 // 7. Concurrency.
 nos_dois_bancos! {
     async fn cinquenta_copias_simultaneas_aplicam_uma_vez(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
         // The first holds its transaction 200 ms: the others really overlap it.
-        controlar!(db, "concorrente" => "lento");
+        controlar(&db.pool, "concorrente", Some("lento")).await;
 
         let tarefas: Vec<_> = (0..50)
             .map(|_| {
@@ -693,14 +693,14 @@ nos_dois_bancos! {
         let duplicados = resultados.iter().filter(|r| *r == "duplicate").count();
         assert_eq!((aplicados, duplicados), (1, 49));
 
-        assert_eq!(efeitos!(db, "simples"), linhas(&[("concorrente", "")]));
-        assert_eq!(recebidas!(db, &tipo), vec![(chave(&["concorrente"]), None)]);
+        assert_eq!(efeitos(&db.pool, "simples").await, linhas(&[("concorrente", "")]));
+        assert_eq!(recebidas(&db.pool, &tipo).await, vec![(chave(&["concorrente"]), None)]);
     }
 }
 
 nos_dois_bancos! {
     async fn cinquenta_versoes_simultaneas_convergem_na_maior(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "convergente");
         let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
 
@@ -722,17 +722,17 @@ nos_dois_bancos! {
         }
 
         // Every "applied" is one effect row, the newest is among them, and it is what is stored.
-        let efeitos = efeitos!(db, "convergente");
+        let efeitos = efeitos(&db.pool, "convergente").await;
         assert_eq!(efeitos.len(), aplicados);
         assert!(efeitos.iter().any(|(_, dado)| dado == "v50"), "{efeitos:?}");
-        assert_eq!(recebidas!(db, &tipo), vec![(chave(&["corrida"]), Some(50))]);
+        assert_eq!(recebidas(&db.pool, &tipo).await, vec![(chave(&["corrida"]), Some(50))]);
     }
 }
 
 // 8. Authentication.
 nos_dois_bancos! {
     async fn sem_token_valido_responde_401_e_dois_tokens_valem(db) {
-        preparar!(db);
+        preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
         let s = servir(db.pool.clone(), Config::new(["novo", "antigo"])).await;
         let intruso = || json!({ "id": "intruso" }).to_string();
@@ -759,8 +759,8 @@ nos_dois_bancos! {
         // Authentication comes before the body is read: 401 at once, not 413, and not a wait
         // for the announced 2 MiB, which are never sent.
         assert_eq!(s.so_a_cabeca(&tipo).await, "HTTP/1.1 401 Unauthorized");
-        assert_eq!(contar!(db, "efeito"), 0);
-        assert_eq!(contar!(db, "mensageria_recebidas"), 0);
+        assert_eq!(contar(&db.pool, "efeito").await, 0);
+        assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 0);
 
         // Rotation: both configured tokens are accepted, and share one dedup.
         let com = |token: &str, id: &str| {
@@ -771,9 +771,9 @@ nos_dois_bancos! {
         com("antigo", "via-novo").await.assert_resultado("duplicate");
         com("novo", "via-antigo").await.assert_resultado("duplicate");
 
-        assert_eq!(efeitos!(db, "simples"), linhas(&[("via-antigo", ""), ("via-novo", "")]));
+        assert_eq!(efeitos(&db.pool, "simples").await, linhas(&[("via-antigo", ""), ("via-novo", "")]));
         assert_eq!(
-            recebidas!(db, &tipo),
+            recebidas(&db.pool, &tipo).await,
             vec![(chave(&["via-antigo"]), None), (chave(&["via-novo"]), None)]
         );
     }

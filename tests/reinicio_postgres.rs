@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
-use mensageria_testes::PgIsolado;
+use mensageria_testes::{PgIsolado, esperar_valor};
 use serde::{Deserialize, Serialize};
 use sqlx::{Postgres, Transaction};
 
@@ -131,18 +131,26 @@ async fn reinicio_do_postgres_nada_se_perde_e_a_entrega_volta_em_segundos() {
     let parado_em = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
     cluster("start");
-    while !aceita_conexoes().await {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    esperar_valor(
+        "PostgreSQL accepting connections after its start",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        aceita_conexoes,
+        |&aceita| aceita,
+    )
+    .await;
     let aceitando = Instant::now();
     let fora = aceitando - parado_em;
     // Delivery resumed: an effect applied after the server came back.
-    let base = loop {
-        if let Some(n) = aplicados(&db.pool).await {
-            break n;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let base = esperar_valor(
+        "the effect table readable after the restart",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || aplicados(&db.pool),
+        Option::is_some,
+    )
+    .await
+    .unwrap_or_default();
     let retomada = loop {
         if aplicados(&db.pool).await.is_some_and(|n| n > base) {
             break aceitando.elapsed();

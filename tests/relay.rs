@@ -7,8 +7,11 @@ use std::time::Duration;
 use mensageria_core::relay::{Config, Modo, Relay};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::servidor::{Resposta, Servidor};
-use mensageria_testes::{PgIsolado, e_postgres, esperar_ate, nos_dois_bancos};
+use mensageria_testes::{
+    PgIsolado, Sql, contar, e_postgres, esperar_ate, esperar_valor, nos_dois_bancos,
+};
 use serde::{Deserialize, Serialize};
+use sqlx::{Executor, FromRow, Pool};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Aviso {
@@ -39,35 +42,36 @@ fn config(app: &str) -> Config {
 
 const PENDENTES: &str = "SELECT count(*) FROM mensageria_saida";
 
-/// Waits (at most `$segundos`) until the saída of `$pool` is empty.
-macro_rules! esperar_saida_vazia {
-    ($pool:expr, $segundos:expr) => {{
-        let pool = $pool.clone();
-        esperar_ate(Duration::from_secs($segundos), || {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>(PENDENTES)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-                    == 0
-            }
-        })
-        .await;
-    }};
+/// Waits (at most `segundos`) until the saída of `pool` is empty.
+async fn esperar_saida_vazia<DB: Sql>(pool: &Pool<DB>, segundos: u64)
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
+{
+    esperar_valor(
+        "an empty saída",
+        Duration::from_secs(segundos),
+        Duration::from_millis(20),
+        || contar(pool, "mensageria_saida"),
+        |&pendentes| pendentes == 0,
+    )
+    .await;
 }
+
 /// The stored next attempt (database clock) minus now, in milliseconds.
-macro_rules! espera_armazenada_ms {
-    ($pool:expr) => {
-        sqlx::query_scalar::<_, f64>(if e_postgres(&$pool) {
-            "SELECT CAST(extract(epoch FROM proxima_tentativa_em - now()) * 1000 AS float8) FROM mensageria_saida"
-        } else {
-            "SELECT CAST(proxima_tentativa_em - unixepoch('subsec') * 1000 AS REAL) FROM mensageria_saida"
-        })
-        .fetch_one(&$pool)
-        .await
-        .unwrap()
-    };
+async fn espera_armazenada_ms<DB: Sql>(pool: &Pool<DB>) -> f64
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    (f64,): for<'r> FromRow<'r, DB::Row>,
+{
+    sqlx::query_scalar(if e_postgres(pool) {
+        "SELECT CAST(extract(epoch FROM proxima_tentativa_em - now()) * 1000 AS float8) FROM mensageria_saida"
+    } else {
+        "SELECT CAST(proxima_tentativa_em - unixepoch('subsec') * 1000 AS REAL) FROM mensageria_saida"
+    })
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
 
 const MORTAS: &str = "SELECT count(*) FROM mensageria_mortas";
@@ -86,7 +90,7 @@ nos_dois_bancos! {
             .recurso(Destino::new(&servidor.url()).unwrap().com_token("t0k"))
             .spawn()
             .unwrap();
-        esperar_saida_vazia!(db.pool, 30);
+        esperar_saida_vazia(&db.pool, 30).await;
         relay.shutdown(Duration::from_secs(5)).await;
 
         let aceitas = servidor.aceitas_por_id();
@@ -217,7 +221,7 @@ nos_dois_bancos! {
         assert!(durante <= 10, "{durante} requests in 1 s against a down destination");
 
         servidor.responder(Resposta::Ok);
-        esperar_saida_vazia!(db.pool, 60);
+        esperar_saida_vazia(&db.pool, 60).await;
         relay.shutdown(Duration::from_secs(5)).await;
         assert_eq!(servidor.aceitas_por_id().keys().cloned().collect::<HashSet<_>>(), ids);
         let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
@@ -236,7 +240,7 @@ nos_dois_bancos! {
         let rodada = relay.rodada().await.unwrap();
         assert_eq!(rodada.reagendadas, 1);
         // Retry-After: 2 is a floor over the 20 ms backoff (database clock).
-        let espera_ms = espera_armazenada_ms!(db.pool);
+        let espera_ms = espera_armazenada_ms(&db.pool).await;
         assert!((1500.0..=2100.0).contains(&espera_ms), "next attempt in {espera_ms} ms");
         // Not due yet: a round claims nothing.
         assert_eq!(relay.rodada().await.unwrap().reivindicadas, 0);
@@ -346,7 +350,7 @@ async fn duas_replicas(modo: Modo) {
     };
     let a = replica(db.pool.clone());
     let b = replica(db.outro_pool(4).await);
-    esperar_saida_vazia!(db.pool, 60);
+    esperar_saida_vazia(&db.pool, 60).await;
     a.shutdown(Duration::from_secs(5)).await;
     b.shutdown(Duration::from_secs(5)).await;
     let aceitas = servidor.aceitas_por_id();
@@ -407,7 +411,7 @@ async fn conexao_derrubada_no_meio_nao_perde_nada() {
         .await
         .unwrap();
     }
-    esperar_saida_vazia!(db.pool, 90);
+    esperar_saida_vazia(&db.pool, 90).await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert_eq!(
         servidor
@@ -625,7 +629,7 @@ nos_dois_bancos! {
         let mut vistos = Vec::new();
         for tentativa in 1..=6u32 {
             assert_eq!(relay.rodada().await.unwrap().reagendadas, 1, "attempt {tentativa}");
-            let espera = espera_armazenada_ms!(db.pool);
+            let espera = espera_armazenada_ms(&db.pool).await;
             let bruto = (1000u64 << (tentativa - 1)).min(8000) as f64;
             assert!(
                 (bruto * 0.5 - 100.0..=bruto + 50.0).contains(&espera),

@@ -30,22 +30,21 @@ async fn nao_enviar_b(_evento: EventoB, _ctx: &ContextoEnvio) -> Result<(), Falh
     Err(FalhaEnvio::temporaria("faltas.b is delivered by app-b"))
 }
 
-macro_rules! aplicar_n {
-    ($tx:expr, $n:expr) => {{
-        sqlx::query("INSERT INTO efeito (n) VALUES ($1)")
-            .bind($n)
-            .execute(&mut **$tx)
-            .await?;
-        Ok(())
-    }};
+/// The effect of both tipos: one row in `efeito`.
+async fn aplicar_n(tx: &mut Transaction<'_, Postgres>, n: i64) -> Result<(), Rejeicao> {
+    sqlx::query("INSERT INTO efeito (n) VALUES ($1)")
+        .bind(n)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 #[receptor(tipo = "faltas.a", chave_natural = evento.n)]
 async fn aplicar_a(tx: &mut Transaction<'_, Postgres>, evento: EventoA) -> Result<(), Rejeicao> {
-    aplicar_n!(tx, evento.n)
+    aplicar_n(tx, evento.n).await
 }
 
 #[receptor(tipo = "faltas.b", chave_natural = evento.n)]
 async fn aplicar_b(tx: &mut Transaction<'_, Postgres>, evento: EventoB) -> Result<(), Rejeicao> {
-    aplicar_n!(tx, evento.n)
+    aplicar_n(tx, evento.n).await
 }

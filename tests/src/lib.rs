@@ -158,6 +158,43 @@ macro_rules! nos_dois_bancos {
     };
 }
 
+/// PostgreSQL or SQLite, for the helpers the suites write once for both backends (`$1`-style
+/// parameters, which both accept). Each helper adds the executor and column-type bounds it uses.
+pub trait Sql: sqlx::Database<Arguments: sqlx::IntoArguments<Self>> {}
+
+impl<DB: sqlx::Database<Arguments: sqlx::IntoArguments<DB>>> Sql for DB {}
+
+/// `SELECT count(*) FROM <de>`: `de` is a table, optionally followed by a `WHERE`.
+pub async fn contar<DB: Sql>(pool: &sqlx::Pool<DB>, de: &str) -> i64
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT CAST(count(*) AS BIGINT) FROM {de}"
+    )))
+    .fetch_one(pool)
+    .await
+    .unwrap_or_else(|erro| panic!("count {de}: {erro}"))
+}
+
+/// Runs `sql` with `textos` as its text parameters (`$1`, `$2`, …), failing the test with
+/// `para_que` (what the statement is for) if it fails.
+pub async fn executar<DB: Sql>(pool: &sqlx::Pool<DB>, sql: String, textos: &[&str], para_que: &str)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut consulta = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for texto in textos {
+        consulta = consulta.bind(*texto);
+    }
+    consulta
+        .execute(pool)
+        .await
+        .unwrap_or_else(|erro| panic!("{para_que}: {erro}"));
+}
+
 /// A real HTTP receiver on 127.0.0.1 (own port) that records every delivery and answers as told.
 pub mod servidor {
     use std::collections::HashMap;
@@ -375,6 +412,34 @@ where
             "condition not reached within {limite:?}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads `ler` every `a_cada` until `pronto` holds for what it read, and returns that value;
+/// fails the test after `limite`, naming what was awaited (`esperado`) and the last value seen.
+pub async fn esperar_valor<T, F, Fut>(
+    esperado: &str,
+    limite: std::time::Duration,
+    a_cada: std::time::Duration,
+    mut ler: F,
+    pronto: impl Fn(&T) -> bool,
+) -> T
+where
+    T: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let fim = tokio::time::Instant::now() + limite;
+    loop {
+        let valor = ler().await;
+        if pronto(&valor) {
+            return valor;
+        }
+        assert!(
+            tokio::time::Instant::now() < fim,
+            "{esperado}: not reached within {limite:?}, last seen {valor:?}"
+        );
+        tokio::time::sleep(a_cada).await;
     }
 }
 

@@ -7,14 +7,15 @@ use std::str::FromStr;
 use axum::Router;
 use mensageria_core::Banco;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Pool, Postgres, Sqlite};
+use sqlx::{Encode, Executor, FromRow, IntoArguments, PgPool, Pool, Postgres, Sqlite, Type};
 
 use super::Erro;
 use super::emissor::{self, EncerramentoMdfe};
 use super::fiscal;
 
-/// What the demo does with a database, written once per backend.
-pub(crate) trait BancoDemo: Banco {
+/// What the demo does with a database, written once for both backends (`$1` placeholders and
+/// `count(*)` read alike in both).
+pub(crate) trait BancoDemo: RouterFiscal {
     /// Migrates the saída and creates the business table.
     fn preparar_emissor(pool: &Pool<Self>) -> impl Future<Output = Result<(), Erro>> + Send;
     /// Migrates the dedup table and creates the effect table.
@@ -32,78 +33,85 @@ pub(crate) trait BancoDemo: Banco {
     fn encerradas(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<String>, Erro>> + Send;
     /// The fiscal's effects: key and how many times it was applied.
     fn efeitos(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<(String, i64)>, Erro>> + Send;
+}
+
+/// The one thing the demo does differently per backend: mounting the fiscal's receptor.
+pub(crate) trait RouterFiscal: Banco {
     /// The fiscal's router, the receptor at `POST /m2m/demo.encerramento`.
     fn router_fiscal(pool: Pool<Self>, config: mensageria_axum::Config) -> Result<Router, Erro>;
 }
 
-macro_rules! consultas {
-    ($banco:ty) => {
-        async fn preparar_emissor(pool: &Pool<$banco>) -> Result<(), Erro> {
-            mensageria_core::migrar(pool).await?;
-            sqlx::query(emissor::TABELA).execute(pool).await?;
-            Ok(())
-        }
+impl<DB> BancoDemo for DB
+where
+    DB: RouterFiscal<Arguments: IntoArguments<DB>>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
+    (String,): for<'r> FromRow<'r, DB::Row>,
+    (i64, i64): for<'r> FromRow<'r, DB::Row>,
+    (String, i64): for<'r> FromRow<'r, DB::Row>,
+{
+    async fn preparar_emissor(pool: &Pool<DB>) -> Result<(), Erro> {
+        mensageria_core::migrar(pool).await?;
+        sqlx::query(emissor::TABELA).execute(pool).await?;
+        Ok(())
+    }
 
-        async fn preparar_fiscal(pool: &Pool<$banco>) -> Result<(), Erro> {
-            mensageria_core::migrar(pool).await?;
-            sqlx::query(fiscal::TABELA).execute(pool).await?;
-            Ok(())
-        }
+    async fn preparar_fiscal(pool: &Pool<DB>) -> Result<(), Erro> {
+        mensageria_core::migrar(pool).await?;
+        sqlx::query(fiscal::TABELA).execute(pool).await?;
+        Ok(())
+    }
 
-        async fn encerrar(pool: &Pool<$banco>, evento: &EncerramentoMdfe) -> Result<(), Erro> {
-            let mut tx = pool.begin().await?;
-            sqlx::query("INSERT INTO mdfe (chave, cnpj, situacao) VALUES ($1, $2, 'encerrado')")
-                .bind(&evento.chave_mdfe)
-                .bind(&evento.cnpj)
-                .execute(&mut *tx)
-                .await?;
-            mensageria_core::enfileirar(&mut *tx, evento).await?;
-            tx.commit().await?;
-            Ok(())
-        }
+    async fn encerrar(pool: &Pool<DB>, evento: &EncerramentoMdfe) -> Result<(), Erro> {
+        let mut tx = pool.begin().await?;
+        sqlx::query("INSERT INTO mdfe (chave, cnpj, situacao) VALUES ($1, $2, 'encerrado')")
+            .bind(&evento.chave_mdfe)
+            .bind(&evento.cnpj)
+            .execute(&mut *tx)
+            .await?;
+        mensageria_core::enfileirar(&mut *tx, evento).await?;
+        tx.commit().await?;
+        Ok(())
+    }
 
-        async fn pendentes(pool: &Pool<$banco>) -> Result<(i64, i64), Erro> {
-            Ok(
-                sqlx::query_as("SELECT count(*), count(lease_token) FROM mensageria_saida")
-                    .fetch_one(pool)
-                    .await?,
-            )
-        }
-
-        async fn mortas(pool: &Pool<$banco>) -> Result<i64, Erro> {
-            Ok(sqlx::query_scalar("SELECT count(*) FROM mensageria_mortas")
+    async fn pendentes(pool: &Pool<DB>) -> Result<(i64, i64), Erro> {
+        Ok(
+            sqlx::query_as("SELECT count(*), count(lease_token) FROM mensageria_saida")
                 .fetch_one(pool)
-                .await?)
-        }
+                .await?,
+        )
+    }
 
-        async fn encerradas(pool: &Pool<$banco>) -> Result<Vec<String>, Erro> {
-            Ok(sqlx::query_scalar("SELECT chave FROM mdfe")
+    async fn mortas(pool: &Pool<DB>) -> Result<i64, Erro> {
+        Ok(sqlx::query_scalar("SELECT count(*) FROM mensageria_mortas")
+            .fetch_one(pool)
+            .await?)
+    }
+
+    async fn encerradas(pool: &Pool<DB>) -> Result<Vec<String>, Erro> {
+        Ok(sqlx::query_scalar("SELECT chave FROM mdfe")
+            .fetch_all(pool)
+            .await?)
+    }
+
+    async fn efeitos(pool: &Pool<DB>) -> Result<Vec<(String, i64)>, Erro> {
+        Ok(
+            sqlx::query_as("SELECT chave_mdfe, aplicacoes FROM encerramento")
                 .fetch_all(pool)
-                .await?)
-        }
-
-        async fn efeitos(pool: &Pool<$banco>) -> Result<Vec<(String, i64)>, Erro> {
-            Ok(
-                sqlx::query_as("SELECT chave_mdfe, aplicacoes FROM encerramento")
-                    .fetch_all(pool)
-                    .await?,
-            )
-        }
-    };
+                .await?,
+        )
+    }
 }
 
-impl BancoDemo for Sqlite {
-    consultas!(Sqlite);
-
+impl RouterFiscal for Sqlite {
     fn router_fiscal(pool: Pool<Sqlite>, config: mensageria_axum::Config) -> Result<Router, Erro> {
         // What an app writes: every receptor registered in the binary, for this backend.
         Ok(mensageria_axum::router(pool, config)?)
     }
 }
 
-impl BancoDemo for Postgres {
-    consultas!(Postgres);
-
+impl RouterFiscal for Postgres {
     fn router_fiscal(pool: PgPool, config: mensageria_axum::Config) -> Result<Router, Erro> {
         Ok(fiscal::router_postgres(pool, config)?)
     }

@@ -11,7 +11,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use mensageria_axum::{Rejeicao, receptor};
-use sqlx::{Postgres, Sqlite, Transaction};
+use sqlx::{Database, Encode, Executor, IntoArguments, Postgres, Sqlite, Transaction, Type};
 
 use super::emissor::EncerramentoMdfe;
 
@@ -23,18 +23,24 @@ pub(crate) const TABELA: &str = "CREATE TABLE encerramento (\
      UNIQUE (cnpj, chave_mdfe))";
 
 /// Written once for both backends (`$1` placeholders and `ON CONFLICT` are common to both).
-macro_rules! aplicar {
-    ($tx:expr, $evento:expr) => {{
-        sqlx::query(
-            "INSERT INTO encerramento (cnpj, chave_mdfe) VALUES ($1, $2) \
-             ON CONFLICT (cnpj, chave_mdfe) DO UPDATE SET aplicacoes = encerramento.aplicacoes + 1",
-        )
-        .bind(&$evento.cnpj)
-        .bind(&$evento.chave_mdfe)
-        .execute(&mut **$tx)
-        .await?;
-        Ok(())
-    }};
+async fn aplicar<DB>(
+    tx: &mut Transaction<'_, DB>,
+    evento: &EncerramentoMdfe,
+) -> Result<(), Rejeicao>
+where
+    DB: Database<Arguments: IntoArguments<DB>>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(
+        "INSERT INTO encerramento (cnpj, chave_mdfe) VALUES ($1, $2) \
+         ON CONFLICT (cnpj, chave_mdfe) DO UPDATE SET aplicacoes = encerramento.aplicacoes + 1",
+    )
+    .bind(&evento.cnpj)
+    .bind(&evento.chave_mdfe)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// The receptor on SQLite: `mensageria_axum::router` mounts it at `POST /m2m/demo.encerramento`.
@@ -43,7 +49,7 @@ async fn receber_encerramento(
     tx: &mut Transaction<'_, Sqlite>,
     evento: EncerramentoMdfe,
 ) -> Result<(), Rejeicao> {
-    aplicar!(tx, evento)
+    aplicar(tx, &evento).await
 }
 
 /// The same receptor on PostgreSQL. One crate registers a tipo once, so this one has a tipo
@@ -53,7 +59,7 @@ async fn receber_encerramento_pg(
     tx: &mut Transaction<'_, Postgres>,
     evento: EncerramentoMdfe,
 ) -> Result<(), Rejeicao> {
-    aplicar!(tx, evento)
+    aplicar(tx, &evento).await
 }
 
 /// The PostgreSQL fiscal's router: the receptor at the path the emissor's `Destino` posts to.

@@ -1,11 +1,12 @@
 //! `apps listar` and `apps remover`: each app with its tipos, instances and their state, and
 //! forgetting a retired app without touching the saída or the dead letters.
 
-use mensageria_testes::nos_dois_bancos;
+use mensageria_testes::{contar, nos_dois_bancos};
 use serde_json::{Value, json};
 
-use crate::comum::{Alvo, stderr, stdout};
-use crate::{contar, plantar_app, plantar_instancia, plantar_morta, plantar_saida};
+use crate::comum::{
+    Alvo, plantar_app, plantar_instancia, plantar_morta, plantar_saida, stderr, stdout,
+};
 
 /// Plants one app of each state:
 /// - `emissor`, alive: one live instance holding one of its two pending rows, one stopped, one
@@ -14,48 +15,33 @@ use crate::{contar, plantar_app, plantar_instancia, plantar_morta, plantar_saida
 /// - `caiu`, dead for an hour (no graceful stop, nobody took over);
 /// - `legado` and `velho`, relays that record no instances: one refreshing `mensageria_apps`,
 ///   one silent for two hours.
-macro_rules! plantar_frota {
-    ($db:expr) => {{
-        plantar_app!($db, "emissor", "a.um", 2_000);
-        plantar_app!($db, "emissor", "b.dois", 2_000);
-        plantar_instancia!($db, "emissor@pod-1", "emissor", 500, None, None);
-        plantar_instancia!(
-            $db,
-            "emissor@pod-0",
-            "emissor",
-            600_000,
-            Some(600_000),
-            None
-        );
-        plantar_instancia!(
-            $db,
-            "emissor@pod-9",
-            "emissor",
-            900_000,
-            None,
-            Some(895_000)
-        );
-        plantar_saida!($db, "a.um", 0, 1_000, false);
-        let em_voo = plantar_saida!($db, "a.um", 1, 2_000, true);
-        sqlx::query(sqlx::AssertSqlSafe(format!(
+async fn plantar_frota(db: &impl Alvo) {
+    plantar_app(db, "emissor", "a.um", 2_000).await;
+    plantar_app(db, "emissor", "b.dois", 2_000).await;
+    plantar_instancia(db, "emissor@pod-1", "emissor", 500, None, None).await;
+    plantar_instancia(db, "emissor@pod-0", "emissor", 600_000, Some(600_000), None).await;
+    plantar_instancia(db, "emissor@pod-9", "emissor", 900_000, None, Some(895_000)).await;
+    plantar_saida(db, "a.um", 0, 1_000, false).await;
+    let em_voo = plantar_saida(db, "a.um", 1, 2_000, true).await;
+    db.executar(
+        format!(
             "UPDATE mensageria_saida SET lease_dono = 'emissor@pod-1' WHERE id_mensagem = {}",
-            $db.uuid("$1")
-        )))
-        .bind(em_voo.to_string())
-        .execute(&$db.pool)
-        .await
-        .unwrap();
+            db.uuid("$1")
+        ),
+        &[&em_voo.to_string()],
+        "lease a row to emissor@pod-1",
+    )
+    .await;
 
-        plantar_app!($db, "fiscal", "c.tres", 300_000);
-        plantar_instancia!($db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None);
-        plantar_saida!($db, "c.tres", 0, 400_000, false);
+    plantar_app(db, "fiscal", "c.tres", 300_000).await;
+    plantar_instancia(db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None).await;
+    plantar_saida(db, "c.tres", 0, 400_000, false).await;
 
-        plantar_app!($db, "caiu", "d.quatro", 3_600_000);
-        plantar_instancia!($db, "caiu@pod-1", "caiu", 3_600_000, None, None);
+    plantar_app(db, "caiu", "d.quatro", 3_600_000).await;
+    plantar_instancia(db, "caiu@pod-1", "caiu", 3_600_000, None, None).await;
 
-        plantar_app!($db, "legado", "f.seis", 1_000);
-        plantar_app!($db, "velho", "e.cinco", 7_200_000);
-    }};
+    plantar_app(db, "legado", "f.seis", 1_000).await;
+    plantar_app(db, "velho", "e.cinco", 7_200_000).await;
 }
 
 /// The field `campo` of every element of `lista`.
@@ -78,7 +64,7 @@ fn chaves(objeto: &Value) -> Vec<String> {
 nos_dois_bancos! {
     async fn apps_listar_json(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
-        plantar_frota!(db);
+        plantar_frota(&db).await;
 
         let lista = db.json_de(&["apps", "listar"]);
         let apps = &lista["apps"];
@@ -148,7 +134,7 @@ nos_dois_bancos! {
         let vazio = db.mensageria(&["apps", "listar"]).assert().success();
         assert!(stdout(&vazio).starts_with("no app registered"), "{}", stdout(&vazio));
 
-        plantar_frota!(db);
+        plantar_frota(&db).await;
         let tabela = stdout(&db.mensageria(&["apps", "listar"]).assert().success());
         let linhas: Vec<&str> = tabela.lines().collect();
         let celulas = |i: usize| linhas[i].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect::<Vec<_>>();
@@ -176,8 +162,8 @@ nos_dois_bancos! {
 nos_dois_bancos! {
     async fn apps_remover_recusa_app_vivo(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
-        plantar_frota!(db);
-        let antes = (contar!(db, "mensageria_apps"), contar!(db, "mensageria_instancias"));
+        plantar_frota(&db).await;
+        let antes = (contar(&db.pool, "mensageria_apps").await, contar(&db.pool, "mensageria_instancias").await);
 
         // Alive through an instance: refused, even with --yes, without asking.
         let vivo = db.mensageria(&["apps", "remover", "emissor", "--yes"]).assert().code(1);
@@ -196,15 +182,15 @@ nos_dois_bancos! {
         let nada = db.mensageria(&["apps", "remover", "nada", "--yes"]).assert().code(1);
         assert!(stderr(&nada).starts_with("mensageria: no app `nada` in mensageria_apps or mensageria_instancias"), "{}", stderr(&nada));
 
-        assert_eq!((contar!(db, "mensageria_apps"), contar!(db, "mensageria_instancias")), antes);
+        assert_eq!((contar(&db.pool, "mensageria_apps").await, contar(&db.pool, "mensageria_instancias").await), antes);
     }
 }
 
 nos_dois_bancos! {
     async fn apps_remover_parado_e_morto(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
-        plantar_frota!(db);
-        plantar_morta!(db, "c.tres", "{}");
+        plantar_frota(&db).await;
+        plantar_morta(&db, "c.tres", "{}").await;
 
         // Stopped, --yes: gone from both tables; its row in the saída and its dead letter stay.
         let feito = db.mensageria(&["apps", "remover", "fiscal", "--yes"]).assert().success();
@@ -219,10 +205,10 @@ nos_dois_bancos! {
             "{texto}"
         );
         assert!(texto.contains("1 row(s) of its tipos still wait in the saída"), "{texto}");
-        assert_eq!(contar!(db, "mensageria_apps WHERE app = 'fiscal'"), 0);
-        assert_eq!(contar!(db, "mensageria_instancias WHERE app = 'fiscal'"), 0);
-        assert_eq!(contar!(db, "mensageria_saida WHERE tipo = 'c.tres'"), 1);
-        assert_eq!(contar!(db, "mensageria_mortas"), 1);
+        assert_eq!(contar(&db.pool, "mensageria_apps WHERE app = 'fiscal'").await, 0);
+        assert_eq!(contar(&db.pool, "mensageria_instancias WHERE app = 'fiscal'").await, 0);
+        assert_eq!(contar(&db.pool, "mensageria_saida WHERE tipo = 'c.tres'").await, 1);
+        assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
 
         // Dead: asks; "n" (or nothing) changes nothing.
         let recusado = db.mensageria(&["apps", "remover", "caiu"]).write_stdin("n\n").assert().code(1);
@@ -233,8 +219,8 @@ nos_dois_bancos! {
         );
         assert!(erro.contains("not confirmed: nothing was changed (answer `y` to confirm, or pass --yes)"), "{erro}");
         db.mensageria(&["apps", "remover", "caiu"]).write_stdin("").assert().code(1);
-        assert_eq!(contar!(db, "mensageria_instancias WHERE app = 'caiu'"), 1);
-        assert_eq!(contar!(db, "mensageria_apps WHERE app = 'caiu'"), 1);
+        assert_eq!(contar(&db.pool, "mensageria_instancias WHERE app = 'caiu'").await, 1);
+        assert_eq!(contar(&db.pool, "mensageria_apps WHERE app = 'caiu'").await, 1);
 
         // "y" removes it; --json says what was removed.
         let removido = db.mensageria(&["apps", "remover", "caiu", "--json"]).write_stdin("y\n").assert().success();
@@ -243,16 +229,16 @@ nos_dois_bancos! {
             removido,
             json!({"app": "caiu", "state": "dead", "instances_removed": 1, "registrations_removed": 1, "pending": 0})
         );
-        assert_eq!(contar!(db, "mensageria_instancias WHERE app = 'caiu'"), 0);
+        assert_eq!(contar(&db.pool, "mensageria_instancias WHERE app = 'caiu'").await, 0);
 
         // A silent relay that records no instances, with -y.
         db.mensageria(&["apps", "remover", "velho", "-y"]).assert().success();
-        assert_eq!(contar!(db, "mensageria_apps WHERE app = 'velho'"), 0);
+        assert_eq!(contar(&db.pool, "mensageria_apps WHERE app = 'velho'").await, 0);
 
         // The others are untouched, and the listing no longer shows the removed ones.
         let restantes = db.json_de(&["apps", "listar"]);
         assert_eq!(campos(&restantes["apps"], "app"), [json!("emissor"), json!("legado")]);
-        assert_eq!(contar!(db, "mensageria_instancias"), 3);
-        assert_eq!(contar!(db, "mensageria_saida"), 3);
+        assert_eq!(contar(&db.pool, "mensageria_instancias").await, 3);
+        assert_eq!(contar(&db.pool, "mensageria_saida").await, 3);
     }
 }

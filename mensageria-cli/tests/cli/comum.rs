@@ -14,6 +14,8 @@ pub(crate) trait Alvo {
     fn uuid(&self, parametro: &str) -> String;
     /// SQL for a text parameter stored in a JSON column.
     fn json(&self, parametro: &str) -> String;
+    /// Runs `sql` with text parameters on this database (see [`mensageria_testes::executar`]).
+    fn executar(&self, sql: String, textos: &[&str], para_que: &str) -> impl Future<Output = ()>;
 
     /// `mensageria <args>` on this database, ready to run.
     fn mensageria(&self, args: &[&str]) -> Command {
@@ -52,6 +54,9 @@ impl Alvo for PgIsolado {
     fn json(&self, parametro: &str) -> String {
         format!("{parametro}::json")
     }
+    fn executar(&self, sql: String, textos: &[&str], para_que: &str) -> impl Future<Output = ()> {
+        mensageria_testes::executar(&self.pool, sql, textos, para_que)
+    }
 }
 
 impl Alvo for SqliteIsolado {
@@ -70,128 +75,102 @@ impl Alvo for SqliteIsolado {
     fn json(&self, parametro: &str) -> String {
         parametro.to_owned()
     }
+    fn executar(&self, sql: String, textos: &[&str], para_que: &str) -> impl Future<Output = ()> {
+        mensageria_testes::executar(&self.pool, sql, textos, para_que)
+    }
 }
 
-/// Plants a row in the saída: `plantar_saida!(db, tipo, tentativas, created ms ago, leased?)`.
-/// Returns its message id.
-#[macro_export]
-macro_rules! plantar_saida {
-    ($db:expr, $tipo:expr, $tentativas:expr, $criada_ha_ms:expr, $em_voo:expr) => {{
-        let id = uuid::Uuid::now_v7();
-        let (lease_ate, lease_token) = if $em_voo {
-            // Leased for another hour, as a relay delivering it would have.
-            ($crate::comum::Alvo::ha(&$db, -3_600_000), "42")
-        } else {
-            ("NULL".to_owned(), "NULL")
-        };
-        let sql = format!(
-            "INSERT INTO mensageria_saida \
-                 (id_mensagem, tipo, payload, tentativas, criada_em, lease_dono, lease_ate, lease_token) \
-             VALUES ({}, $2, {}, $3, {}, 'relay', {lease_ate}, {lease_token})",
-            $crate::comum::Alvo::uuid(&$db, "$1"),
-            $crate::comum::Alvo::json(&$db, "'{}'"),
-            $crate::comum::Alvo::ha(&$db, $criada_ha_ms),
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .bind($tipo)
-            .bind($tentativas as i32)
-            .execute(&$db.pool)
-            .await
-            .expect("plant a saída row");
-        id
-    }};
+/// Plants a row in the saída of `tipo`, with `tentativas` attempts, created `criada_ha_ms` ago
+/// and leased by a relay when `em_voo`. Returns its message id.
+pub(crate) async fn plantar_saida(
+    db: &impl Alvo,
+    tipo: &str,
+    tentativas: i32,
+    criada_ha_ms: i64,
+    em_voo: bool,
+) -> uuid::Uuid {
+    let id = uuid::Uuid::now_v7();
+    let (lease_ate, lease_token) = if em_voo {
+        // Leased for another hour, as a relay delivering it would have.
+        (db.ha(-3_600_000), "42")
+    } else {
+        ("NULL".to_owned(), "NULL")
+    };
+    let sql = format!(
+        "INSERT INTO mensageria_saida \
+             (id_mensagem, tipo, payload, tentativas, criada_em, lease_dono, lease_ate, lease_token) \
+         VALUES ({}, $2, {}, {tentativas}, {}, 'relay', {lease_ate}, {lease_token})",
+        db.uuid("$1"),
+        db.json("'{}'"),
+        db.ha(criada_ha_ms),
+    );
+    db.executar(sql, &[&id.to_string(), tipo], "plant a saída row")
+        .await;
+    id
 }
 
-/// Plants a dead letter: `plantar_morta!(db, tipo, payload JSON text)`; returns its id.
-#[macro_export]
-macro_rules! plantar_morta {
-    ($db:expr, $tipo:expr, $payload:expr) => {{
-        let id = uuid::Uuid::now_v7();
-        let sql = format!(
-            "INSERT INTO mensageria_mortas \
-                 (id_mensagem, tipo, payload, criada_em, tentativas, ultimo_erro, app) \
-             VALUES ({}, $2, {}, {}, 25, 'gave up after 25 attempts: HTTP 503', 'emissor')",
-            $crate::comum::Alvo::uuid(&$db, "$1"),
-            $crate::comum::Alvo::json(&$db, "$3"),
-            $crate::comum::Alvo::ha(&$db, 86_400_000),
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .bind($tipo)
-            .bind($payload)
-            .execute(&$db.pool)
-            .await
-            .expect("plant a dead letter");
-        id
-    }};
+/// Plants a dead letter of `tipo` with `payload` (JSON text); returns its id.
+pub(crate) async fn plantar_morta(db: &impl Alvo, tipo: &str, payload: &str) -> uuid::Uuid {
+    let id = uuid::Uuid::now_v7();
+    let sql = format!(
+        "INSERT INTO mensageria_mortas \
+             (id_mensagem, tipo, payload, criada_em, tentativas, ultimo_erro, app) \
+         VALUES ({}, $2, {}, {}, 25, 'gave up after 25 attempts: HTTP 503', 'emissor')",
+        db.uuid("$1"),
+        db.json("$3"),
+        db.ha(86_400_000),
+    );
+    db.executar(
+        sql,
+        &[&id.to_string(), tipo, payload],
+        "plant a dead letter",
+    )
+    .await;
+    id
 }
 
-/// Registers `app` as claiming `tipo`, last seen `ms` ago: what a relay's heartbeat writes.
-#[macro_export]
-macro_rules! plantar_app {
-    ($db:expr, $app:expr, $tipo:expr, $visto_ha_ms:expr) => {{
-        let sql = format!(
-            "INSERT INTO mensageria_apps (app, tipo, visto_em) VALUES ($1, $2, {})",
-            $crate::comum::Alvo::ha(&$db, $visto_ha_ms),
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind($app)
-            .bind($tipo)
-            .execute(&$db.pool)
-            .await
-            .expect("plant an app registration");
-    }};
+/// Registers `app` as claiming `tipo`, last seen `visto_ha_ms` ago: what a relay's heartbeat
+/// writes.
+pub(crate) async fn plantar_app(db: &impl Alvo, app: &str, tipo: &str, visto_ha_ms: i64) {
+    let sql = format!(
+        "INSERT INTO mensageria_apps (app, tipo, visto_em) VALUES ($1, $2, {})",
+        db.ha(visto_ha_ms),
+    );
+    db.executar(sql, &[app, tipo], "plant an app registration")
+        .await;
 }
 
-/// Plants a relay instance of `app`, last heart-beaten `ms` ago (started a minute before that,
-/// dead after 3 s as by default), as the relay's heartbeat writes it; `parada` and `recuperada`
-/// (`Some(ms ago)`) record a graceful stop or a sibling's takeover:
-/// `plantar_instancia!(db, "app@pod-1", "app", visto ha ms, parada, recuperada)`.
-#[macro_export]
-macro_rules! plantar_instancia {
-    ($db:expr, $instancia:expr, $app:expr, $visto_ha_ms:expr, $parada:expr, $recuperada:expr) => {{
-        let quando = |ms: Option<i64>| match ms {
-            Some(ms) => $crate::comum::Alvo::ha(&$db, ms),
-            None => "NULL".to_owned(),
-        };
-        let visto: i64 = $visto_ha_ms;
-        let sql = format!(
-            "INSERT INTO mensageria_instancias \
-                 (instancia, app, iniciada_em, visto_em, morta_apos_ms, parada_em, recuperada_em) \
-             VALUES ($1, $2, {}, {}, 3000, {}, {})",
-            $crate::comum::Alvo::ha(&$db, visto + 60_000),
-            $crate::comum::Alvo::ha(&$db, visto),
-            quando($parada),
-            quando($recuperada),
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind($instancia)
-            .bind($app)
-            .execute(&$db.pool)
-            .await
-            .expect("plant a relay instance");
-    }};
+/// Plants a relay `instancia` of `app`, last heart-beaten `visto_ha_ms` ago (started a minute
+/// before that, dead after 3 s as by default), as the relay's heartbeat writes it; `parada` and
+/// `recuperada` (`Some(ms ago)`) record a graceful stop or a sibling's takeover.
+pub(crate) async fn plantar_instancia(
+    db: &impl Alvo,
+    instancia: &str,
+    app: &str,
+    visto_ha_ms: i64,
+    parada: Option<i64>,
+    recuperada: Option<i64>,
+) {
+    let quando = |ms: Option<i64>| match ms {
+        Some(ms) => db.ha(ms),
+        None => "NULL".to_owned(),
+    };
+    let sql = format!(
+        "INSERT INTO mensageria_instancias \
+             (instancia, app, iniciada_em, visto_em, morta_apos_ms, parada_em, recuperada_em) \
+         VALUES ($1, $2, {}, {}, 3000, {}, {})",
+        db.ha(visto_ha_ms + 60_000),
+        db.ha(visto_ha_ms),
+        quando(parada),
+        quando(recuperada),
+    );
+    db.executar(sql, &[instancia, app], "plant a relay instance")
+        .await;
 }
 
 /// The schema version this build of mensageria-core migrates to.
 pub(crate) fn versao_esperada<DB: mensageria_core::Banco>(_pool: &sqlx::Pool<DB>) -> i64 {
     mensageria_core::operacoes::versao_esperada::<DB>()
-}
-
-/// `SELECT count(*) FROM <tabela>` (plus an optional `WHERE`).
-#[macro_export]
-macro_rules! contar {
-    ($db:expr, $sql:expr) => {{
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT CAST(count(*) AS BIGINT) FROM {}",
-            $sql
-        )))
-        .fetch_one(&$db.pool)
-        .await
-        .expect("count");
-        n
-    }};
 }
 
 /// stdout of a finished command, as text.

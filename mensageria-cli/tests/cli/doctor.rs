@@ -4,7 +4,7 @@ use mensageria_testes::nos_dois_bancos;
 use serde_json::Value;
 
 use crate::comum::{Alvo, stdout, versao_esperada};
-use crate::{plantar_app, plantar_instancia, plantar_saida};
+use crate::comum::{plantar_app, plantar_instancia, plantar_saida};
 
 /// The `(codigo, tipo, apps)` of each problem, sorted.
 fn problemas(diagnostico: &Value) -> Vec<(String, String, Vec<String>)> {
@@ -43,8 +43,8 @@ fn s(texto: &str) -> String {
 nos_dois_bancos! {
     async fn doctor_saudavel_sai_com_zero(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
-        plantar_app!(db, "emissor", "a.um", 2_000);
-        plantar_saida!(db, "a.um", 0, 1_000, false);
+        plantar_app(&db, "emissor", "a.um", 2_000).await;
+        plantar_saida(&db, "a.um", 0, 1_000, false).await;
         let d = diagnosticar(&db, &["--retencao", "30d"], 0);
         assert_eq!(d["saudavel"], true, "{d:#}");
         assert_eq!(d["problemas"], serde_json::json!([]));
@@ -63,17 +63,17 @@ nos_dois_bancos! {
     async fn doctor_acha_cada_problema_plantado(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // Healthy part: one live owner with pending rows.
-        plantar_app!(db, "emissor", "a.um", 0);
-        plantar_saida!(db, "a.um", 0, 1_000, false);
+        plantar_app(&db, "emissor", "a.um", 0).await;
+        plantar_saida(&db, "a.um", 0, 1_000, false).await;
         // Orphans: rows of a tipo nobody ever claimed.
-        plantar_saida!(db, "orfa.tipo", 0, 60_000, false);
-        plantar_saida!(db, "orfa.tipo", 2, 30_000, false);
+        plantar_saida(&db, "orfa.tipo", 0, 60_000, false).await;
+        plantar_saida(&db, "orfa.tipo", 2, 30_000, false).await;
         // Competing consumers: two live apps claim one tipo.
-        plantar_app!(db, "app1", "disputado", 0);
-        plantar_app!(db, "app2", "disputado", 1_000);
+        plantar_app(&db, "app1", "disputado", 0).await;
+        plantar_app(&db, "app2", "disputado", 1_000).await;
         // A stopped app (2 h without heartbeat), whose pending rows are orphans too.
-        plantar_app!(db, "parado", "velho", 7_200_000);
-        plantar_saida!(db, "velho", 1, 7_200_000, false);
+        plantar_app(&db, "parado", "velho", 7_200_000).await;
+        plantar_saida(&db, "velho", 1, 7_200_000, false).await;
 
         let d = diagnosticar(&db, &["--retencao", "1d"], 1);
         assert_eq!(d["saudavel"], false);
@@ -151,9 +151,9 @@ nos_dois_bancos! {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // `emissor` is alive (it beats for `a.um`), but it stopped sending `largado` in a
         // redeploy: that row is 2 h stale, and its pending rows will never move.
-        plantar_app!(db, "emissor", "a.um", 0);
-        plantar_app!(db, "emissor", "largado", 7_200_000);
-        plantar_saida!(db, "largado", 0, 7_200_000, false);
+        plantar_app(&db, "emissor", "a.um", 0).await;
+        plantar_app(&db, "emissor", "largado", 7_200_000).await;
+        plantar_saida(&db, "largado", 0, 7_200_000, false).await;
         let d = diagnosticar(&db, &["--retencao", "30d"], 1);
         assert_eq!(
             problemas(&d),
@@ -182,14 +182,14 @@ nos_dois_bancos! {
     async fn doctor_app_parado_graciosamente_nao_e_problema(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // A live app delivering its rows.
-        plantar_app!(db, "emissor", "a.um", 2_000);
-        plantar_instancia!(db, "emissor@pod-1", "emissor", 500, None, None);
-        plantar_saida!(db, "a.um", 0, 1_000, false);
+        plantar_app(&db, "emissor", "a.um", 2_000).await;
+        plantar_instancia(&db, "emissor@pod-1", "emissor", 500, None, None).await;
+        plantar_saida(&db, "a.um", 0, 1_000, false).await;
         // `fiscal` was shut down gracefully five minutes ago (both replicas), with nothing left
         // in the saída: the deploy case, which used to fail doctor a minute later.
-        plantar_app!(db, "fiscal", "c.tres", 300_000);
-        plantar_instancia!(db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None);
-        plantar_instancia!(db, "fiscal@pod-2", "fiscal", 301_000, Some(300_500), None);
+        plantar_app(&db, "fiscal", "c.tres", 300_000).await;
+        plantar_instancia(&db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None).await;
+        plantar_instancia(&db, "fiscal@pod-2", "fiscal", 301_000, Some(300_500), None).await;
 
         let d = diagnosticar(&db, &["--retencao", "30d"], 0);
         assert_eq!(d["saudavel"], true, "{d:#}");
@@ -213,17 +213,17 @@ nos_dois_bancos! {
     async fn doctor_app_morto_e_problema(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // `emissor` is alive: one replica heart-beats; a sibling that died was taken over.
-        plantar_app!(db, "emissor", "a.um", 2_000);
-        plantar_instancia!(db, "emissor@pod-1", "emissor", 500, None, None);
-        plantar_instancia!(db, "emissor@pod-0", "emissor", 600_000, None, Some(595_000));
+        plantar_app(&db, "emissor", "a.um", 2_000).await;
+        plantar_instancia(&db, "emissor@pod-1", "emissor", 500, None, None).await;
+        plantar_instancia(&db, "emissor@pod-0", "emissor", 600_000, None, Some(595_000)).await;
         // `caiu` was killed an hour ago: no graceful stop, nobody took over.
-        plantar_app!(db, "caiu", "b.dois", 3_600_000);
-        plantar_instancia!(db, "caiu@pod-1", "caiu", 3_600_000, None, None);
+        plantar_app(&db, "caiu", "b.dois", 3_600_000).await;
+        plantar_instancia(&db, "caiu@pod-1", "caiu", 3_600_000, None, None).await;
         // `recente` was killed 30 s ago: its `mensageria_apps` row still looks fresh (it is
         // refreshed every 15 s) but its instance says dead, and its row waits for nobody.
-        plantar_app!(db, "recente", "c.tres", 20_000);
-        plantar_instancia!(db, "recente@pod-1", "recente", 30_000, None, None);
-        plantar_saida!(db, "c.tres", 0, 40_000, false);
+        plantar_app(&db, "recente", "c.tres", 20_000).await;
+        plantar_instancia(&db, "recente@pod-1", "recente", 30_000, None, None).await;
+        plantar_saida(&db, "c.tres", 0, 40_000, false).await;
 
         let d = diagnosticar(&db, &["--retencao", "30d"], 1);
         assert_eq!(d["saudavel"], false);
@@ -257,10 +257,10 @@ nos_dois_bancos! {
     async fn doctor_app_parado_com_linhas_orfas_e_problema(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // `fiscal` stopped gracefully but left two rows of its tipo: nobody will deliver them.
-        plantar_app!(db, "fiscal", "c.tres", 300_000);
-        plantar_instancia!(db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None);
-        plantar_saida!(db, "c.tres", 0, 600_000, false);
-        plantar_saida!(db, "c.tres", 3, 400_000, false);
+        plantar_app(&db, "fiscal", "c.tres", 300_000).await;
+        plantar_instancia(&db, "fiscal@pod-1", "fiscal", 300_000, Some(300_000), None).await;
+        plantar_saida(&db, "c.tres", 0, 600_000, false).await;
+        plantar_saida(&db, "c.tres", 3, 400_000, false).await;
 
         let d = diagnosticar(&db, &["--retencao", "30d"], 1);
         assert_eq!(problemas(&d), vec![(s("orfas"), s("c.tres"), vec![s("fiscal")])], "{d:#}");

@@ -2,12 +2,12 @@
 
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enviador};
-use mensageria_testes::nos_dois_bancos;
 use mensageria_testes::servidor::Servidor;
+use mensageria_testes::{contar, nos_dois_bancos};
 use serde::{Deserialize, Serialize};
 
+use crate::comum::plantar_morta;
 use crate::comum::{Alvo, stderr, stdout};
-use crate::{contar, plantar_morta};
 
 #[derive(Serialize, Deserialize)]
 struct Aviso {
@@ -22,8 +22,8 @@ async fn enviar_aviso(evento: Aviso, ctx: &ContextoEnvio) -> Result<(), FalhaEnv
 nos_dois_bancos! {
     async fn reenfileirar_devolve_a_saida_e_o_relay_entrega(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
-        let id = plantar_morta!(db, "cli.replay", r#"{"numero":7}"#);
-        let outra = plantar_morta!(db, "cli.outro", "{}");
+        let id = plantar_morta(&db, "cli.replay", r#"{"numero":7}"#).await;
+        let outra = plantar_morta(&db, "cli.outro", "{}").await;
 
         let lista = db.json_de(&["mortas", "listar", "--tipo", "cli.replay"]);
         assert_eq!(lista["total"], 1);
@@ -43,8 +43,8 @@ nos_dois_bancos! {
             stdout(&feito)
         );
         // Back in the saída, attempts reset; the other dead letter untouched.
-        assert_eq!(contar!(db, "mensageria_mortas"), 1);
-        assert_eq!(contar!(db, "mensageria_saida WHERE tipo = 'cli.replay' AND tentativas = 0"), 1);
+        assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
+        assert_eq!(contar(&db.pool, "mensageria_saida WHERE tipo = 'cli.replay' AND tentativas = 0").await, 1);
         assert_eq!(db.json_de(&["mortas", "listar"])["mortas"][0]["id_mensagem"], outra.to_string());
 
         // The relay of the app that sends the tipo delivers it, over real HTTP.
@@ -59,7 +59,7 @@ nos_dois_bancos! {
         assert_eq!(recebidas[0].id, id.to_string());
         assert_eq!(recebidas[0].tentativa, "1");
         assert_eq!(serde_json::from_str::<serde_json::Value>(&recebidas[0].corpo).unwrap()["numero"], 7);
-        assert_eq!(contar!(db, "mensageria_saida"), 0);
+        assert_eq!(contar(&db.pool, "mensageria_saida").await, 0);
 
         // Gone from the dead letters: replaying it again is an error that says so.
         let de_novo = db.mensageria(&["mortas", "reenfileirar", &id.to_string()]).assert().failure();
@@ -70,29 +70,29 @@ nos_dois_bancos! {
 nos_dois_bancos! {
     async fn reenfileirar_por_tipo_e_todas(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
-        plantar_morta!(db, "x.um", "{}");
-        plantar_morta!(db, "x.um", "{}");
-        plantar_morta!(db, "y.dois", "{}");
+        plantar_morta(&db, "x.um", "{}").await;
+        plantar_morta(&db, "x.um", "{}").await;
+        plantar_morta(&db, "y.dois", "{}").await;
 
         let por_tipo = db.json_de(&["mortas", "reenfileirar", "--tipo", "x.um"]);
         assert_eq!(por_tipo["reenfileiradas"], 2);
-        assert_eq!(contar!(db, "mensageria_saida WHERE tipo = 'x.um'"), 2);
-        assert_eq!(contar!(db, "mensageria_mortas WHERE tipo = 'y.dois'"), 1);
+        assert_eq!(contar(&db.pool, "mensageria_saida WHERE tipo = 'x.um'").await, 2);
+        assert_eq!(contar(&db.pool, "mensageria_mortas WHERE tipo = 'y.dois'").await, 1);
 
         let nenhuma = db.mensageria(&["mortas", "reenfileirar", "--tipo", "x.um"]).assert().success();
         assert!(stdout(&nenhuma).starts_with("nothing to re-enqueue"), "{}", stdout(&nenhuma));
 
         let todas = db.mensageria(&["mortas", "reenfileirar", "--todas"]).assert().success();
         assert!(stdout(&todas).starts_with("re-enqueued 1 dead letter(s)"), "{}", stdout(&todas));
-        assert_eq!(contar!(db, "mensageria_mortas"), 0);
-        assert_eq!(contar!(db, "mensageria_saida"), 3);
+        assert_eq!(contar(&db.pool, "mensageria_mortas").await, 0);
+        assert_eq!(contar(&db.pool, "mensageria_saida").await, 3);
     }
 }
 
 nos_dois_bancos! {
     async fn descartar_pede_confirmacao(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
-        let id = plantar_morta!(db, "z.tres", "{}");
+        let id = plantar_morta(&db, "z.tres", "{}").await;
         let texto = id.to_string();
 
         // "n" (or nothing) keeps it.
@@ -100,7 +100,7 @@ nos_dois_bancos! {
         assert!(stderr(&recusado).contains("[s/N]"), "{}", stderr(&recusado));
         assert!(stderr(&recusado).contains("not confirmed: nothing was changed"), "{}", stderr(&recusado));
         db.mensageria(&["mortas", "descartar", &texto]).write_stdin("").assert().failure();
-        assert_eq!(contar!(db, "mensageria_mortas"), 1);
+        assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
 
         // "s" discards it, and says so.
         let feito = db.mensageria(&["mortas", "descartar", &texto]).write_stdin("s\n").assert().success();
@@ -108,12 +108,12 @@ nos_dois_bancos! {
             stdout(&feito).trim(),
             format!("discarded dead letter {id} of tipo `z.tres`: it is gone for good")
         );
-        assert_eq!(contar!(db, "mensageria_mortas"), 0);
+        assert_eq!(contar(&db.pool, "mensageria_mortas").await, 0);
 
         // --yes does not ask.
-        let outra = plantar_morta!(db, "z.tres", "{}");
+        let outra = plantar_morta(&db, "z.tres", "{}").await;
         let sem_pergunta = db.mensageria(&["mortas", "descartar", &outra.to_string(), "--yes"]).assert().success();
         assert!(!stderr(&sem_pergunta).contains("[s/N]"));
-        assert_eq!(contar!(db, "mensageria_mortas"), 0);
+        assert_eq!(contar(&db.pool, "mensageria_mortas").await, 0);
     }
 }

@@ -1,24 +1,17 @@
 //! `purgar`: removes only the dedup records older than the retention, in batches, and refuses a
 //! retention a late redelivery could outlive.
 
-use mensageria_testes::nos_dois_bancos;
+use mensageria_testes::{contar, nos_dois_bancos};
 
 use crate::comum::{Alvo, stderr, stdout};
-use crate::contar;
 
-/// Plants a dedup record received `ms` ago.
-macro_rules! plantar_recebida {
-    ($db:expr, $chave:expr, $ms:expr) => {{
-        let sql = format!(
-            "INSERT INTO mensageria_recebidas (tipo, chave, recebida_em) VALUES ('r.tipo', $1, {})",
-            $db.ha($ms)
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind($chave)
-            .execute(&$db.pool)
-            .await
-            .unwrap();
-    }};
+/// Plants a dedup record of `chave` received `ms` ago.
+async fn plantar_recebida(db: &impl Alvo, chave: &str, ms: i64) {
+    let sql = format!(
+        "INSERT INTO mensageria_recebidas (tipo, chave, recebida_em) VALUES ('r.tipo', $1, {})",
+        db.ha(ms)
+    );
+    db.executar(sql, &[chave], "plant a dedup record").await;
 }
 
 const DIA_MS: i64 = 86_400_000;
@@ -27,17 +20,17 @@ nos_dois_bancos! {
     async fn purgar_remove_so_o_que_e_velho(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         for chave in ["v1", "v2", "v3"] {
-            plantar_recebida!(db, chave, 40 * DIA_MS);
+            plantar_recebida(&db, chave, 40 * DIA_MS).await;
         }
-        plantar_recebida!(db, "n1", DIA_MS);
-        plantar_recebida!(db, "n2", 29 * DIA_MS);
+        plantar_recebida(&db, "n1", DIA_MS).await;
+        plantar_recebida(&db, "n2", 29 * DIA_MS).await;
 
         // Too short a retention: refused, nothing deleted.
         let recusado = db.mensageria(&["purgar", "--retencao", "1d"]).assert().failure();
         let erro = stderr(&recusado);
         assert!(erro.starts_with("mensageria: refusing to purge"), "{erro}");
         assert_eq!(erro.lines().count(), 1, "{erro}");
-        assert_eq!(contar!(db, "mensageria_recebidas"), 5);
+        assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 5);
 
         let purga = db.json_de(&["purgar", "--retencao", "30d", "--lote", "2"]);
         assert_eq!(purga["apagadas"], 3, "{purga}");
@@ -62,6 +55,6 @@ nos_dois_bancos! {
             "{}",
             stdout(&curta)
         );
-        assert_eq!(contar!(db, "mensageria_recebidas"), 1);
+        assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 1);
     }
 }

@@ -4,7 +4,7 @@ use mensageria_testes::nos_dois_bancos;
 use serde_json::json;
 
 use crate::comum::{Alvo, stdout, versao_esperada};
-use crate::{plantar_app, plantar_morta, plantar_saida};
+use crate::comum::{plantar_app, plantar_morta, plantar_saida};
 
 nos_dois_bancos! {
     async fn migrar_cria_e_depois_nao_muda_nada(db) {
@@ -29,16 +29,16 @@ nos_dois_bancos! {
     async fn status_bate_com_as_linhas_plantadas(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // a.um: 4 rows, one an hour old, one leased (in flight), attempts 0, 1, 3 and 30.
-        plantar_saida!(db, "a.um", 0, 3_600_000, false);
-        plantar_saida!(db, "a.um", 1, 1_000, false);
-        plantar_saida!(db, "a.um", 3, 1_000, true);
-        plantar_saida!(db, "a.um", 30, 1_000, false);
-        plantar_morta!(db, "a.um", "{}");
+        plantar_saida(&db, "a.um", 0, 3_600_000, false).await;
+        plantar_saida(&db, "a.um", 1, 1_000, false).await;
+        plantar_saida(&db, "a.um", 3, 1_000, true).await;
+        plantar_saida(&db, "a.um", 30, 1_000, false).await;
+        plantar_morta(&db, "a.um", "{}").await;
         // b.dois: nothing pending, two dead letters, claimed by an app seen 10 minutes ago.
-        plantar_morta!(db, "b.dois", "{}");
-        plantar_morta!(db, "b.dois", "{}");
-        plantar_app!(db, "emissor", "a.um", 0);
-        plantar_app!(db, "fiscal", "b.dois", 600_000);
+        plantar_morta(&db, "b.dois", "{}").await;
+        plantar_morta(&db, "b.dois", "{}").await;
+        plantar_app(&db, "emissor", "a.um", 0).await;
+        plantar_app(&db, "fiscal", "b.dois", 600_000).await;
 
         let status = db.json_de(&["status"]);
         let tipos = status["tipos"].as_array().unwrap();

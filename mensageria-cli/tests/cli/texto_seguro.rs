@@ -6,7 +6,7 @@
 use mensageria_testes::nos_dois_bancos;
 
 use crate::comum::{Alvo, stderr, stdout};
-use crate::{plantar_app, plantar_instancia, plantar_saida};
+use crate::comum::{plantar_app, plantar_instancia, plantar_morta, plantar_saida};
 
 /// What a hostile receptor answers: retitles the window, clears the screen, rewrites the line.
 const ERRO_HOSTIL: &str = "HTTP 500\x1b]0;pwned\x07\r\nfake line\x1b[2J";
@@ -53,7 +53,7 @@ nos_dois_bancos! {
             .await
             .expect("plant a hostile dead letter");
         // A stopped app that claims the hostile tipo: doctor names both in its messages.
-        plantar_app!(db, "app\x1b[8m", TIPO_HOSTIL, 3_600_000);
+        plantar_app(&db, "app\x1b[8m", TIPO_HOSTIL, 3_600_000).await;
 
         let mostrar = stdout(&db.mensageria(&["mortas", "mostrar", &id.to_string()]).assert().success());
         sem_controles(&mostrar, "mortas mostrar");
@@ -94,11 +94,11 @@ nos_dois_bancos! {
     async fn apps_com_nomes_hostis_chegam_escapados(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // A stopped app with hostile names, whose row of a hostile tipo is left in the saída.
-        plantar_app!(db, "app\x1b[8m", TIPO_HOSTIL, 300_000);
-        plantar_instancia!(db, "app\x1b[8m@pod\r\n1", "app\x1b[8m", 300_000, Some(300_000), None);
-        plantar_saida!(db, TIPO_HOSTIL, 0, 1_000, false);
+        plantar_app(&db, "app\x1b[8m", TIPO_HOSTIL, 300_000).await;
+        plantar_instancia(&db, "app\x1b[8m@pod\r\n1", "app\x1b[8m", 300_000, Some(300_000), None).await;
+        plantar_saida(&db, TIPO_HOSTIL, 0, 1_000, false).await;
         // An alive one, whose name ends up in an error message.
-        plantar_instancia!(db, "vivo\x1b]0;t\x07@1", "vivo\x1b]0;t\x07", 500, None, None);
+        plantar_instancia(&db, "vivo\x1b]0;t\x07@1", "vivo\x1b]0;t\x07", 500, None, None).await;
 
         let listar = stdout(&db.mensageria(&["apps", "listar"]).assert().success());
         sem_controles(&listar, "apps listar");
@@ -134,7 +134,7 @@ nos_dois_bancos! {
 async fn erro_com_texto_do_banco_chega_escapado() {
     let db = mensageria_testes::PgIsolado::novo().await;
     mensageria_core::migrar(&db.pool).await.unwrap();
-    let id = crate::plantar_morta!(db, "y.um", "{}");
+    let id = plantar_morta(&db, "y.um", "{}").await;
     for sql in [
         "CREATE FUNCTION recusar() RETURNS trigger LANGUAGE plpgsql AS \
              $$BEGIN RAISE EXCEPTION E'no\\x1b]0;pwned\\x07\\r\\nfake: line\\x1b[2J'; END$$",
