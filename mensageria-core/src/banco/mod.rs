@@ -5,6 +5,8 @@
 //! (feature `sqlite`, the default) and sealed: the API is generic over it so one call works with
 //! either pool, transaction or connection.
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod linhas;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
