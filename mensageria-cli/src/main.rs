@@ -11,10 +11,10 @@
 //! ```
 //!
 //! Every module is one command or one concept: [`argumentos`] (the command line),
-//! [`conexao`] (PostgreSQL or SQLite), [`saida_formatada`] (tables and JSON), [`texto_seguro`] (what a terminal may be shown), [`duracao`], [`erro`],
-//! [`confirmacao`], and the commands [`schema`], [`status`], [`mortas`], [`purga`], [`doctor`],
-//! [`apps`]. The commands hold no SQL: they call `mensageria_core::operacoes` and format what
-//! it returns.
+//! [`conexao`] (PostgreSQL or SQLite), [`saida_formatada`] (tables and JSON), [`texto_seguro`]
+//! (what a terminal may be shown), [`duracao`], [`erro`], [`confirmacao`], and the commands
+//! [`schema`], [`status`], [`mortas`], [`purga`], [`doctor`], [`apps`]. The commands hold no
+//! SQL: they call `mensageria_core::operacoes` and format what it returns.
 
 mod apps;
 mod argumentos;

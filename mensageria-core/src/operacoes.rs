@@ -17,7 +17,8 @@
 //! `banco/postgres.rs` and `banco/sqlite.rs`.
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use mensageria_core::operacoes;
 //!
 //! let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
@@ -145,10 +146,13 @@ pub struct PaginaDeMortas {
 /// many match in all.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
-/// let pagina = mensageria_core::operacoes::listar_mortas(&pool, Some("mdfe.encerramento"), 50).await?;
+/// use mensageria_core::operacoes;
+///
+/// let pagina = operacoes::listar_mortas(&pool, Some("mdfe.encerramento"), 50).await?;
 /// for morta in &pagina.mortas {
 ///     println!("{} {} {}", morta.id_mensagem, morta.tentativas, morta.ultimo_erro);
 /// }
@@ -167,7 +171,8 @@ pub async fn listar_mortas<DB: Banco>(
 /// The dead letter `id_mensagem` in full, or [`ErroOperacao::MortaNaoEncontrada`].
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// use mensageria_core::operacoes::{self, ErroOperacao};
@@ -194,7 +199,8 @@ pub async fn buscar_morta<DB: Banco>(
 /// round. [`ErroOperacao::MortaNaoEncontrada`] if there is no such dead letter.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// use mensageria_core::operacoes::{self, ErroOperacao};
@@ -217,10 +223,13 @@ pub async fn reenfileirar_morta<DB: Banco>(
 /// [`reenfileirar_morta`] does for one, in one transaction; returns how many moved.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
-/// let movidas = mensageria_core::operacoes::reenfileirar_mortas(&pool, Some("mdfe.encerramento")).await?;
+/// use mensageria_core::operacoes;
+///
+/// let movidas = operacoes::reenfileirar_mortas(&pool, Some("mdfe.encerramento")).await?;
 /// assert_eq!(movidas, 0);
 /// # Ok(()) }
 /// ```
@@ -235,7 +244,8 @@ pub async fn reenfileirar_mortas<DB: Banco>(
 /// [`ErroOperacao::MortaNaoEncontrada`] if there is none (replayed or discarded meanwhile).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// let resultado = mensageria_core::operacoes::descartar_morta(&pool, uuid::Uuid::now_v7()).await;
@@ -275,12 +285,18 @@ pub struct Recebida<'a> {
 /// sees its outcome. `mensageria-axum`'s receptores call it; a hand-written receiver can too.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use mensageria_core::operacoes::{Recebida, registrar_recebida};
 ///
 /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// mensageria_core::migrar(&pool).await?;
-/// let recebida = Recebida { tipo: "mdfe.encerramento", chave: "[\"4321\"]", id_mensagem: None, versao: None };
+/// let recebida = Recebida {
+///     tipo: "mdfe.encerramento",
+///     chave: "[\"4321\"]",
+///     id_mensagem: None,
+///     versao: None,
+/// };
 /// let mut tx = pool.begin().await?;
 /// assert!(registrar_recebida::<sqlx::Sqlite>(&mut *tx, recebida).await?, "first arrival");
 /// assert!(!registrar_recebida::<sqlx::Sqlite>(&mut *tx, recebida).await?, "a duplicate");
@@ -311,14 +327,16 @@ pub struct Purga {
 /// its record was purged is applied again.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::num::NonZeroU32;
 /// use std::time::Duration;
 ///
 /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// mensageria_core::migrar(&pool).await?;
 /// let lote = NonZeroU32::new(1000).unwrap();
-/// let purga = mensageria_core::operacoes::purgar_recebidas(&pool, Duration::from_secs(30 * 86_400), lote).await?;
+/// let retencao = Duration::from_secs(30 * 86_400);
+/// let purga = mensageria_core::operacoes::purgar_recebidas(&pool, retencao, lote).await?;
 /// assert_eq!((purga.apagadas, purga.lotes), (0, 1));
 /// # Ok(()) }
 /// ```
@@ -363,7 +381,8 @@ pub struct FilaDoTipo {
 /// Per tipo with rows in the saída, what waits, by tipo.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// for f in mensageria_core::operacoes::fila(&pool).await? {
@@ -390,7 +409,8 @@ pub struct TentativasDoTipo {
 /// The saída's attempts histogram: rows per tipo and number of attempts, by tipo then attempts.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// assert!(mensageria_core::operacoes::tentativas(&pool).await?.is_empty());
@@ -413,7 +433,8 @@ pub struct MortasDoTipo {
 /// Dead letters per tipo, by tipo.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// assert!(mensageria_core::operacoes::mortas_por_tipo(&pool).await?.is_empty());
@@ -454,7 +475,8 @@ impl Reivindicacao {
 /// Every claim of a tipo by an app, by tipo then app.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// assert!(mensageria_core::operacoes::reivindicacoes(&pool).await?.is_empty());
@@ -521,7 +543,8 @@ impl Instancia {
 /// error on an older schema, which has no such table).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// assert!(mensageria_core::operacoes::instancias(&pool).await?.is_empty());
@@ -534,7 +557,8 @@ pub async fn instancias<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<Instancia>, Er
 /// The newest migration applied, `None` without the migrations table (or with none applied).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use mensageria_core::operacoes::{versao_aplicada, versao_esperada};
 ///
 /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
@@ -556,7 +580,8 @@ pub fn versao_esperada<DB: Banco>() -> i64 {
 /// migrate again). A database error when the table does not exist.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// mensageria_core::migrar(&pool).await?;
 /// assert!(mensageria_core::operacoes::migracoes_falhas(&pool).await?.is_empty());
@@ -584,7 +609,8 @@ pub struct AppRemovido {
 /// app claims those tipos.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// let removido = mensageria_core::operacoes::remover_app(&pool, "emissor-antigo").await?;
@@ -624,7 +650,8 @@ pub struct Backlog {
 /// heartbeat as the gauges `mensageria_backlog` and `mensageria_backlog_oldest_age_seconds`.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// # mensageria_core::migrar(&pool).await?;
 /// let backlog = mensageria_core::operacoes::medir_backlog(&pool, &["mdfe.encerramento"]).await?;

@@ -5,6 +5,8 @@
 //! (feature `sqlite`, the default) and sealed: the API is generic over it so one call works with
 //! either pool, transaction or connection.
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod linhas;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
@@ -130,8 +132,8 @@ pub(crate) mod interno {
             E: Executor<'e, Database = Self> + 'm,
             'e: 'm;
 
-        /// Leases up to `pedido.lote` due rows of `pedido.tipos`: bumps their attempts, pushes their
-        /// next attempt to the lease's end (database clock) and stamps the fencing token.
+        /// Leases up to `pedido.lote` due rows of `pedido.tipos`: bumps their attempts, pushes
+        /// their next attempt to the lease's end (database clock) and stamps the fencing token.
         fn reivindicar(
             pool: &Pool<Self>,
             pedido: Pedido<'_>,
@@ -157,8 +159,8 @@ pub(crate) mod interno {
             contar: bool,
         ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
 
-        /// Extends the leases of rows still being delivered to `lease_ms` from now (database clock),
-        /// each only while its token is still the one given: one statement for all of them.
+        /// Extends the leases of rows still being delivered to `lease_ms` from now (database
+        /// clock), each only while its token is still the one given: one statement for all of them.
         /// Returns how many were extended (the others were settled or fenced meanwhile).
         fn renovar_leases(
             pool: &Pool<Self>,
@@ -201,7 +203,8 @@ pub(crate) mod interno {
             app: &str,
         ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
 
-        /// Gives leased rows back untouched (their attempt did not happen): due now, one attempt less.
+        /// Gives leased rows back untouched (their attempt did not happen): due now, one attempt
+        /// less.
         fn liberar(
             pool: &Pool<Self>,
             id: i64,
@@ -216,18 +219,19 @@ pub(crate) mod interno {
             tipos: &[&str],
         ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
 
-        /// Leader mode: tries the app's transaction-scoped advisory lock and, when it is ours, returns
-        /// the transaction that holds it (commit or drop it to step down). `Ok(None)`: another replica
-        /// leads this tick. Backends without advisory locks return a transaction that holds nothing.
+        /// Leader mode: tries the app's transaction-scoped advisory lock and, when it is ours,
+        /// returns the transaction that holds it (commit or drop it to step down). `Ok(None)`:
+        /// another replica leads this tick. Backends without advisory locks return a transaction
+        /// that holds nothing.
         fn liderar(
             pool: &Pool<Self>,
             chave: i64,
         ) -> impl Future<Output = Result<Option<sqlx::Transaction<'static, Self>>, sqlx::Error>> + Send;
 
         /// Opt-in wake-ups from other processes: listens for the notifications of the trigger that
-        /// `relay::notificacoes::instalar` puts on this schema's saída and wakes this process's relays
-        /// ([`crate::relay::acordar`]) on each, until `cancelar`. Reconnects by itself; polling
-        /// covers the gaps. Backends without LISTEN say so once and return.
+        /// `relay::notificacoes::instalar` puts on this schema's saída and wakes this process's
+        /// relays ([`crate::relay::acordar`]) on each, until `cancelar`. Reconnects by itself;
+        /// polling covers the gaps. Backends without LISTEN say so once and return.
         fn escutar(
             pool: Pool<Self>,
             cancelar: CancellationToken,
@@ -242,8 +246,8 @@ pub(crate) mod interno {
             tipo: Option<&str>,
         ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
-        /// Writes a receptor's dedup record in the caller's transaction. `true`: first arrival (or a
-        /// newer version), apply the effect; `false`: a duplicate (or an equal/older version). A
+        /// Writes a receptor's dedup record in the caller's transaction. `true`: first arrival (or
+        /// a newer version), apply the effect; `false`: a duplicate (or an equal/older version). A
         /// concurrent duplicate waits for the first transaction, then sees its outcome.
         fn registrar_recebida<'c>(
             conexao: &'c mut <Self as sqlx::Database>::Connection,

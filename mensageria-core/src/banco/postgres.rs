@@ -12,6 +12,7 @@ use sqlx::{Executor, PgPool, Postgres};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::linhas;
 use super::{BancoInterno, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
 use crate::operacoes::{
     AppRemovido, Backlog, FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Recebida,
@@ -442,7 +443,7 @@ impl BancoInterno for Postgres {
     }
 
     async fn fila(pool: &PgPool) -> Result<Vec<FilaDoTipo>, sqlx::Error> {
-        let linhas: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaFila> = sqlx::query_as(
             "SELECT tipo, CAST(count(*) AS BIGINT), \
                  CAST(coalesce(sum(CASE WHEN lease_ate IS NOT NULL \
                      AND CAST(extract(epoch FROM lease_ate) * 1000 AS BIGINT) \
@@ -454,49 +455,31 @@ impl BancoInterno for Postgres {
         )
         .fetch_all(pool)
         .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(tipo, total, em_voo, idade_mais_antiga_ms)| FilaDoTipo {
-                tipo,
-                total,
-                em_voo,
-                idade_mais_antiga_ms,
-            })
-            .collect())
+        Ok(linhas::fila(linhas))
     }
 
     async fn tentativas(pool: &PgPool) -> Result<Vec<TentativasDoTipo>, sqlx::Error> {
-        let linhas: Vec<(String, i64, i64)> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaTentativas> = sqlx::query_as(
             "SELECT tipo, CAST(tentativas AS BIGINT), CAST(count(*) AS BIGINT) \
              FROM mensageria_saida GROUP BY tipo, tentativas ORDER BY tipo, tentativas",
         )
         .fetch_all(pool)
         .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(tipo, tentativas, mensagens)| TentativasDoTipo {
-                tipo,
-                tentativas,
-                mensagens,
-            })
-            .collect())
+        Ok(linhas::tentativas(linhas))
     }
 
     async fn mortas_por_tipo(pool: &PgPool) -> Result<Vec<MortasDoTipo>, sqlx::Error> {
-        let linhas: Vec<(String, i64)> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaMortas> = sqlx::query_as(
             "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
              GROUP BY tipo ORDER BY tipo",
         )
         .fetch_all(pool)
         .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(tipo, mortas)| MortasDoTipo { tipo, mortas })
-            .collect())
+        Ok(linhas::mortas_por_tipo(linhas))
     }
 
     async fn reivindicacoes(pool: &PgPool) -> Result<Vec<Reivindicacao>, sqlx::Error> {
-        let linhas: Vec<(String, String, i64, i64)> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaReivindicacao> = sqlx::query_as(
             "SELECT app, tipo, \
                  CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
                      - CAST(extract(epoch FROM visto_em) * 1000 AS BIGINT) AS BIGINT), \
@@ -505,30 +488,11 @@ impl BancoInterno for Postgres {
         )
         .fetch_all(pool)
         .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(app, tipo, visto_ha_ms, visto_em_ms)| Reivindicacao {
-                app,
-                tipo,
-                visto_ha_ms,
-                visto_em_ms,
-            })
-            .collect())
+        Ok(linhas::reivindicacoes(linhas))
     }
 
     async fn instancias(pool: &PgPool) -> Result<Vec<Instancia>, sqlx::Error> {
-        type Linha = (
-            String,
-            String,
-            i64,
-            i64,
-            i64,
-            i64,
-            Option<i64>,
-            Option<i64>,
-            i64,
-        );
-        let linhas: Vec<Linha> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaInstancia> = sqlx::query_as(
             "SELECT i.instancia, i.app, \
                  CAST(extract(epoch FROM i.iniciada_em) * 1000 AS BIGINT), \
                  CAST(extract(epoch FROM i.visto_em) * 1000 AS BIGINT), \
@@ -545,32 +509,7 @@ impl BancoInterno for Postgres {
         )
         .fetch_all(pool)
         .await?;
-        Ok(linhas
-            .into_iter()
-            .map(
-                |(
-                    instancia,
-                    app,
-                    iniciada_em_ms,
-                    visto_em_ms,
-                    visto_ha_ms,
-                    morta_apos_ms,
-                    parada_em_ms,
-                    recuperada_em_ms,
-                    em_voo,
-                )| Instancia {
-                    instancia,
-                    app,
-                    iniciada_em_ms,
-                    visto_em_ms,
-                    visto_ha_ms,
-                    morta_apos_ms,
-                    parada_em_ms,
-                    recuperada_em_ms,
-                    em_voo,
-                },
-            )
-            .collect())
+        Ok(linhas::instancias(linhas))
     }
 
     async fn migracoes_falhas(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
@@ -586,8 +525,7 @@ impl BancoInterno for Postgres {
         tipo: Option<&str>,
         limite: i64,
     ) -> Result<(Vec<MortaListada>, i64), sqlx::Error> {
-        type Linha = (uuid::Uuid, String, i64, Option<String>, i64, i64, String);
-        let linhas: Vec<Linha> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaMortaListada<uuid::Uuid>> = sqlx::query_as(
             "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), app, \
                  CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT), \
                  CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
@@ -607,42 +545,14 @@ impl BancoInterno for Postgres {
         .bind(tipo)
         .fetch_one(pool)
         .await?;
-        let mortas = linhas
-            .into_iter()
-            .map(
-                |(id_mensagem, tipo, tentativas, app, morta_em_ms, morta_ha_ms, ultimo_erro)| {
-                    MortaListada {
-                        id_mensagem,
-                        tipo,
-                        tentativas,
-                        app,
-                        morta_em_ms,
-                        morta_ha_ms: morta_ha_ms.max(0),
-                        ultimo_erro,
-                    }
-                },
-            )
-            .collect();
-        Ok((mortas, total))
+        Ok((linhas::mortas_listadas(linhas, Ok)?, total))
     }
 
     async fn buscar_morta(
         pool: &PgPool,
         id_mensagem: uuid::Uuid,
     ) -> Result<Option<Morta>, sqlx::Error> {
-        type Linha = (
-            uuid::Uuid,
-            String,
-            i64,
-            String,
-            Option<String>,
-            Option<String>,
-            i64,
-            i64,
-            i64,
-            String,
-        );
-        let linha: Option<Linha> = sqlx::query_as(
+        let linha: Option<linhas::LinhaMorta<uuid::Uuid>> = sqlx::query_as(
             "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), ultimo_erro, app, correlacao, \
                  CAST(extract(epoch FROM criada_em) * 1000 AS BIGINT), \
                  CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT), \
@@ -654,31 +564,7 @@ impl BancoInterno for Postgres {
         .bind(id_mensagem)
         .fetch_optional(pool)
         .await?;
-        Ok(linha.map(
-            |(
-                id_mensagem,
-                tipo,
-                tentativas,
-                ultimo_erro,
-                app,
-                correlacao,
-                criada_em_ms,
-                morta_em_ms,
-                morta_ha_ms,
-                payload,
-            )| Morta {
-                id_mensagem,
-                tipo,
-                tentativas,
-                ultimo_erro,
-                app,
-                correlacao,
-                criada_em_ms,
-                morta_em_ms,
-                morta_ha_ms: morta_ha_ms.max(0),
-                payload,
-            },
-        ))
+        linhas::morta(linha, Ok)
     }
 
     async fn descartar_morta(pool: &PgPool, id_mensagem: uuid::Uuid) -> Result<u64, sqlx::Error> {

@@ -10,6 +10,7 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Executor, Sqlite, SqlitePool};
 
+use super::linhas;
 use super::{BancoInterno, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
 use crate::operacoes::{
     AppRemovido, Backlog, FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Recebida,
@@ -484,48 +485,30 @@ impl BancoInterno for Sqlite {
                  CAST({AGORA} - min(criada_em) AS BIGINT) \
              FROM mensageria_saida GROUP BY tipo ORDER BY tipo"
         );
-        let linhas: Vec<(String, i64, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let linhas: Vec<linhas::LinhaFila> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(pool)
             .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(tipo, total, em_voo, idade_mais_antiga_ms)| FilaDoTipo {
-                tipo,
-                total,
-                em_voo,
-                idade_mais_antiga_ms,
-            })
-            .collect())
+        Ok(linhas::fila(linhas))
     }
 
     async fn tentativas(pool: &SqlitePool) -> Result<Vec<TentativasDoTipo>, sqlx::Error> {
-        let linhas: Vec<(String, i64, i64)> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaTentativas> = sqlx::query_as(
             "SELECT tipo, CAST(tentativas AS BIGINT), CAST(count(*) AS BIGINT) \
              FROM mensageria_saida GROUP BY tipo, tentativas ORDER BY tipo, tentativas",
         )
         .fetch_all(pool)
         .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(tipo, tentativas, mensagens)| TentativasDoTipo {
-                tipo,
-                tentativas,
-                mensagens,
-            })
-            .collect())
+        Ok(linhas::tentativas(linhas))
     }
 
     async fn mortas_por_tipo(pool: &SqlitePool) -> Result<Vec<MortasDoTipo>, sqlx::Error> {
-        let linhas: Vec<(String, i64)> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaMortas> = sqlx::query_as(
             "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
              GROUP BY tipo ORDER BY tipo",
         )
         .fetch_all(pool)
         .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(tipo, mortas)| MortasDoTipo { tipo, mortas })
-            .collect())
+        Ok(linhas::mortas_por_tipo(linhas))
     }
 
     async fn reivindicacoes(pool: &SqlitePool) -> Result<Vec<Reivindicacao>, sqlx::Error> {
@@ -533,32 +516,13 @@ impl BancoInterno for Sqlite {
             "SELECT app, tipo, CAST({AGORA} - visto_em AS BIGINT), visto_em \
              FROM mensageria_apps ORDER BY tipo, app"
         );
-        let linhas: Vec<(String, String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let linhas: Vec<linhas::LinhaReivindicacao> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(pool)
             .await?;
-        Ok(linhas
-            .into_iter()
-            .map(|(app, tipo, visto_ha_ms, visto_em_ms)| Reivindicacao {
-                app,
-                tipo,
-                visto_ha_ms,
-                visto_em_ms,
-            })
-            .collect())
+        Ok(linhas::reivindicacoes(linhas))
     }
 
     async fn instancias(pool: &SqlitePool) -> Result<Vec<Instancia>, sqlx::Error> {
-        type Linha = (
-            String,
-            String,
-            i64,
-            i64,
-            i64,
-            i64,
-            Option<i64>,
-            Option<i64>,
-            i64,
-        );
         let sql = format!(
             "SELECT i.instancia, i.app, i.iniciada_em, i.visto_em, \
                  CAST({AGORA} - i.visto_em AS BIGINT), CAST(i.morta_apos_ms AS BIGINT), \
@@ -568,35 +532,10 @@ impl BancoInterno for Sqlite {
                     AND s.lease_ate > {AGORA}) \
              FROM mensageria_instancias i ORDER BY i.app, i.visto_em DESC, i.instancia"
         );
-        let linhas: Vec<Linha> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let linhas: Vec<linhas::LinhaInstancia> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(pool)
             .await?;
-        Ok(linhas
-            .into_iter()
-            .map(
-                |(
-                    instancia,
-                    app,
-                    iniciada_em_ms,
-                    visto_em_ms,
-                    visto_ha_ms,
-                    morta_apos_ms,
-                    parada_em_ms,
-                    recuperada_em_ms,
-                    em_voo,
-                )| Instancia {
-                    instancia,
-                    app,
-                    iniciada_em_ms,
-                    visto_em_ms,
-                    visto_ha_ms,
-                    morta_apos_ms,
-                    parada_em_ms,
-                    recuperada_em_ms,
-                    em_voo,
-                },
-            )
-            .collect())
+        Ok(linhas::instancias(linhas))
     }
 
     async fn migracoes_falhas(pool: &SqlitePool) -> Result<Vec<i64>, sqlx::Error> {
@@ -612,18 +551,18 @@ impl BancoInterno for Sqlite {
         tipo: Option<&str>,
         limite: i64,
     ) -> Result<(Vec<MortaListada>, i64), sqlx::Error> {
-        type Linha = (String, String, i64, Option<String>, i64, i64, String);
         let sql = format!(
             "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), app, morta_em, \
                  CAST({AGORA} - morta_em AS BIGINT), ultimo_erro \
              FROM mensageria_mortas WHERE (CAST($1 AS TEXT) IS NULL OR tipo = $1) \
              ORDER BY morta_em DESC, id_mensagem LIMIT $2"
         );
-        let linhas: Vec<Linha> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(tipo)
-            .bind(limite)
-            .fetch_all(pool)
-            .await?;
+        let linhas: Vec<linhas::LinhaMortaListada<String>> =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(tipo)
+                .bind(limite)
+                .fetch_all(pool)
+                .await?;
         let total: i64 = sqlx::query_scalar(
             "SELECT CAST(count(*) AS BIGINT) FROM mensageria_mortas \
              WHERE (CAST($1 AS TEXT) IS NULL OR tipo = $1)",
@@ -631,79 +570,26 @@ impl BancoInterno for Sqlite {
         .bind(tipo)
         .fetch_one(pool)
         .await?;
-        let mortas = linhas
-            .into_iter()
-            .map(
-                |(id_mensagem, tipo, tentativas, app, morta_em_ms, morta_ha_ms, ultimo_erro)| {
-                    Ok(MortaListada {
-                        id_mensagem: uuid_do_texto(&id_mensagem)?,
-                        tipo,
-                        tentativas,
-                        app,
-                        morta_em_ms,
-                        morta_ha_ms: morta_ha_ms.max(0),
-                        ultimo_erro,
-                    })
-                },
-            )
-            .collect::<Result<_, sqlx::Error>>()?;
-        Ok((mortas, total))
+        Ok((
+            linhas::mortas_listadas(linhas, |id| uuid_do_texto(&id))?,
+            total,
+        ))
     }
 
     async fn buscar_morta(
         pool: &SqlitePool,
         id_mensagem: uuid::Uuid,
     ) -> Result<Option<Morta>, sqlx::Error> {
-        type Linha = (
-            String,
-            String,
-            i64,
-            String,
-            Option<String>,
-            Option<String>,
-            i64,
-            i64,
-            i64,
-            String,
-        );
         let sql = format!(
             "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), ultimo_erro, app, correlacao, \
                  criada_em, morta_em, CAST({AGORA} - morta_em AS BIGINT), payload \
              FROM mensageria_mortas WHERE id_mensagem = $1"
         );
-        let linha: Option<Linha> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let linha: Option<linhas::LinhaMorta<String>> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(id_mensagem.to_string())
             .fetch_optional(pool)
             .await?;
-        linha
-            .map(
-                |(
-                    id,
-                    tipo,
-                    tentativas,
-                    ultimo_erro,
-                    app,
-                    correlacao,
-                    criada_em_ms,
-                    morta_em_ms,
-                    morta_ha_ms,
-                    payload,
-                )| {
-                    Ok(Morta {
-                        id_mensagem: uuid_do_texto(&id)?,
-                        tipo,
-                        tentativas,
-                        ultimo_erro,
-                        app,
-                        correlacao,
-                        criada_em_ms,
-                        morta_em_ms,
-                        morta_ha_ms: morta_ha_ms.max(0),
-                        payload,
-                    })
-                },
-            )
-            .transpose()
+        linhas::morta(linha, |id| uuid_do_texto(&id))
     }
 
     async fn descartar_morta(

@@ -1,0 +1,182 @@
+//! The rows both backends read, as tuples in the columns' order, and their conversion into the
+//! public rows of [`crate::operacoes`]: each backend's file holds the SQL, this file the one
+//! mapping. A message id comes as the backend stores it (`uuid` or text) and is decoded by the
+//! caller's `id`.
+
+use uuid::Uuid;
+
+use crate::operacoes::{
+    FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Reivindicacao, TentativasDoTipo,
+};
+
+/// `tipo, total, em_voo, idade_mais_antiga_ms`.
+pub(crate) type LinhaFila = (String, i64, i64, i64);
+
+pub(crate) fn fila(linhas: Vec<LinhaFila>) -> Vec<FilaDoTipo> {
+    linhas
+        .into_iter()
+        .map(|(tipo, total, em_voo, idade_mais_antiga_ms)| FilaDoTipo {
+            tipo,
+            total,
+            em_voo,
+            idade_mais_antiga_ms,
+        })
+        .collect()
+}
+
+/// `tipo, tentativas, mensagens`.
+pub(crate) type LinhaTentativas = (String, i64, i64);
+
+pub(crate) fn tentativas(linhas: Vec<LinhaTentativas>) -> Vec<TentativasDoTipo> {
+    linhas
+        .into_iter()
+        .map(|(tipo, tentativas, mensagens)| TentativasDoTipo {
+            tipo,
+            tentativas,
+            mensagens,
+        })
+        .collect()
+}
+
+/// `tipo, mortas`.
+pub(crate) type LinhaMortas = (String, i64);
+
+pub(crate) fn mortas_por_tipo(linhas: Vec<LinhaMortas>) -> Vec<MortasDoTipo> {
+    linhas
+        .into_iter()
+        .map(|(tipo, mortas)| MortasDoTipo { tipo, mortas })
+        .collect()
+}
+
+/// `app, tipo, visto_ha_ms, visto_em_ms`.
+pub(crate) type LinhaReivindicacao = (String, String, i64, i64);
+
+pub(crate) fn reivindicacoes(linhas: Vec<LinhaReivindicacao>) -> Vec<Reivindicacao> {
+    linhas
+        .into_iter()
+        .map(|(app, tipo, visto_ha_ms, visto_em_ms)| Reivindicacao {
+            app,
+            tipo,
+            visto_ha_ms,
+            visto_em_ms,
+        })
+        .collect()
+}
+
+/// `instancia, app, iniciada_em_ms, visto_em_ms, visto_ha_ms, morta_apos_ms, parada_em_ms,
+/// recuperada_em_ms, em_voo`.
+pub(crate) type LinhaInstancia = (
+    String,
+    String,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    i64,
+);
+
+pub(crate) fn instancias(linhas: Vec<LinhaInstancia>) -> Vec<Instancia> {
+    linhas
+        .into_iter()
+        .map(
+            |(
+                instancia,
+                app,
+                iniciada_em_ms,
+                visto_em_ms,
+                visto_ha_ms,
+                morta_apos_ms,
+                parada_em_ms,
+                recuperada_em_ms,
+                em_voo,
+            )| Instancia {
+                instancia,
+                app,
+                iniciada_em_ms,
+                visto_em_ms,
+                visto_ha_ms,
+                morta_apos_ms,
+                parada_em_ms,
+                recuperada_em_ms,
+                em_voo,
+            },
+        )
+        .collect()
+}
+
+/// `id_mensagem, tipo, tentativas, app, morta_em_ms, morta_ha_ms, ultimo_erro`.
+pub(crate) type LinhaMortaListada<Id> = (Id, String, i64, Option<String>, i64, i64, String);
+
+pub(crate) fn mortas_listadas<Id>(
+    linhas: Vec<LinhaMortaListada<Id>>,
+    id: impl Fn(Id) -> Result<Uuid, sqlx::Error>,
+) -> Result<Vec<MortaListada>, sqlx::Error> {
+    linhas
+        .into_iter()
+        .map(
+            |(id_mensagem, tipo, tentativas, app, morta_em_ms, morta_ha_ms, ultimo_erro)| {
+                Ok(MortaListada {
+                    id_mensagem: id(id_mensagem)?,
+                    tipo,
+                    tentativas,
+                    app,
+                    morta_em_ms,
+                    morta_ha_ms: morta_ha_ms.max(0),
+                    ultimo_erro,
+                })
+            },
+        )
+        .collect()
+}
+
+/// `id_mensagem, tipo, tentativas, ultimo_erro, app, correlacao, criada_em_ms, morta_em_ms,
+/// morta_ha_ms, payload`.
+pub(crate) type LinhaMorta<Id> = (
+    Id,
+    String,
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+    i64,
+    String,
+);
+
+pub(crate) fn morta<Id>(
+    linha: Option<LinhaMorta<Id>>,
+    id: impl Fn(Id) -> Result<Uuid, sqlx::Error>,
+) -> Result<Option<Morta>, sqlx::Error> {
+    linha
+        .map(
+            |(
+                id_mensagem,
+                tipo,
+                tentativas,
+                ultimo_erro,
+                app,
+                correlacao,
+                criada_em_ms,
+                morta_em_ms,
+                morta_ha_ms,
+                payload,
+            )| {
+                Ok(Morta {
+                    id_mensagem: id(id_mensagem)?,
+                    tipo,
+                    tentativas,
+                    ultimo_erro,
+                    app,
+                    correlacao,
+                    criada_em_ms,
+                    morta_em_ms,
+                    morta_ha_ms: morta_ha_ms.max(0),
+                    payload,
+                })
+            },
+        )
+        .transpose()
+}
