@@ -206,49 +206,24 @@ impl Destino {
         if let Some(token) = &self.token {
             pedido = pedido.header(AUTHORIZATION, token.clone());
         }
-        let mut resposta = pedido.send().await.map_err(|erro| {
+        let resposta = pedido.send().await.map_err(|erro| {
             FalhaEnvio::temporaria(format!("POST {exibida} failed: {}", causas(erro)))
         })?;
+        self.avaliar(resposta, &url, &exibida, ctx.tipo()).await
+    }
+
+    /// What an answer means: a delivery only when it is the receptor's answer for `tipo` (any
+    /// 2xx after [`aceitar_qualquer_2xx`](Self::aceitar_qualquer_2xx)), never a redirect.
+    async fn avaliar(
+        &self,
+        mut resposta: reqwest::Response,
+        url: &Url,
+        exibida: &Url,
+        tipo: &str,
+    ) -> Result<(), FalhaEnvio> {
         let status = resposta.status();
-        if resposta.url() != &url {
-            let final_ = sem_credenciais(resposta.url());
-            tracing::debug!(
-                url = %exibida,
-                location = %final_,
-                "mensageria: the destination's HTTP client followed a redirect; not a delivery"
-            );
-            return Err(FalhaEnvio::temporaria(format!(
-                "POST {exibida} was redirected to {final_} by a client that follows redirects: \
-                 not a delivery; build the client with Destino::construtor_de_cliente()"
-            )));
-        }
-        let tentar_apos = resposta
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        if status.is_redirection() {
-            let para = resposta
-                .headers()
-                .get(LOCATION)
-                .map(|v| citar(v.as_bytes(), TRECHO_CITADO))
-                .unwrap_or_else(|| "(no Location)".to_owned());
-            let motivo = format!(
-                "POST {exibida} answered {status} redirecting to {para}: redirects are never \
-                 followed; point the destination at the receptor itself"
-            );
-            tracing::debug!(
-                url = %exibida,
-                %status,
-                location = %para,
-                "mensageria: the destination redirects; not a delivery"
-            );
-            return Err(FalhaEnvio::Temporaria {
-                motivo,
-                tentar_apos,
-            });
-        }
+        let tentar_apos = tentar_apos(&resposta);
+        recusar_redirecionamento(&resposta, url, exibida, tentar_apos)?;
         if status.is_success() && self.confirmacao == Confirmacao::Qualquer2xx {
             return Ok(());
         }
@@ -270,7 +245,7 @@ impl Destino {
             }
         };
         if status.is_success() {
-            if resposta_do_receptor(&corpo, ctx.tipo()) {
+            if resposta_do_receptor(&corpo, tipo) {
                 return Ok(());
             }
             let motivo = format!(
@@ -278,7 +253,7 @@ impl Destino {
                  (content-type {tipo_conteudo}: {}); not a delivery, the row stays. A proxy, \
                  gateway or login page may be in the way; if this receiver is not a mensageria \
                  receptor, use Destino::aceitar_qualquer_2xx()",
-                ctx.tipo(),
+                tipo,
                 citar(&corpo, TRECHO_CITADO)
             );
             tracing::debug!(
@@ -306,6 +281,61 @@ impl Destino {
         url.set_path(&format!("{prefixo}/{caminho}"));
         url
     }
+}
+
+/// The wait the destination asked for (`Retry-After` in seconds), if any.
+fn tentar_apos(resposta: &reqwest::Response) -> Option<Duration> {
+    resposta
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// A redirect is never a delivery: neither an answer that came from another URL (a client that
+/// follows redirects) nor a 3xx (named with its `Location`).
+fn recusar_redirecionamento(
+    resposta: &reqwest::Response,
+    url: &Url,
+    exibida: &Url,
+    tentar_apos: Option<Duration>,
+) -> Result<(), FalhaEnvio> {
+    let status = resposta.status();
+    if resposta.url() != url {
+        let final_ = sem_credenciais(resposta.url());
+        tracing::debug!(
+            url = %exibida,
+            location = %final_,
+            "mensageria: the destination's HTTP client followed a redirect; not a delivery"
+        );
+        return Err(FalhaEnvio::temporaria(format!(
+            "POST {exibida} was redirected to {final_} by a client that follows redirects: \
+             not a delivery; build the client with Destino::construtor_de_cliente()"
+        )));
+    }
+    if status.is_redirection() {
+        let para = resposta
+            .headers()
+            .get(LOCATION)
+            .map(|v| citar(v.as_bytes(), TRECHO_CITADO))
+            .unwrap_or_else(|| "(no Location)".to_owned());
+        let motivo = format!(
+            "POST {exibida} answered {status} redirecting to {para}: redirects are never \
+             followed; point the destination at the receptor itself"
+        );
+        tracing::debug!(
+            url = %exibida,
+            %status,
+            location = %para,
+            "mensageria: the destination redirects; not a delivery"
+        );
+        return Err(FalhaEnvio::Temporaria {
+            motivo,
+            tentar_apos,
+        });
+    }
+    Ok(())
 }
 
 /// Whether `corpo` is a receptor's answer of `tipo`: applied or duplicate.
