@@ -69,55 +69,45 @@ mod testes {
         assert!(Modelo::novo(&funcao).is_ok());
     }
 
+    /// The checks shared with `#[receptor]` are tested in `assinatura`; these are the
+    /// enviador's own, and the shared ones worded for it.
     #[test]
     fn cada_desvio_tem_sua_mensagem() {
-        assert!(
-            erro(parse_quote!(
-                fn f(e: E, c: &C) -> R {}
-            ))
-            .contains("async")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f<T>(e: T, c: &C) -> R {}
-            ))
-            .contains("generic")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(e: &E, c: &C) -> R {}
-            ))
-            .contains("by value")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(e: E) -> R {}
-            ))
-            .contains("second parameter")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(e: E, c: C) -> R {}
-            ))
-            .contains("&ContextoEnvio")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(e: E, c: &C, x: X) -> R {}
-            ))
-            .contains("too many")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(e: E, c: &C) {}
-            ))
-            .contains("Result")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f() -> R {}
-            ))
-            .contains("missing parameters")
-        );
+        let casos: [(syn::ItemFn, &str); 5] = [
+            (
+                parse_quote!(
+                    fn f(e: E, c: &C) -> R {}
+                ),
+                "#[enviador] needs an `async fn`",
+            ),
+            (
+                parse_quote!(
+                    async fn f(e: &E, c: &C) -> R {}
+                ),
+                "saída for each delivery",
+            ),
+            (
+                parse_quote!(
+                    async fn f(e: E) -> R {}
+                ),
+                "`ctx: &ContextoEnvio`",
+            ),
+            (
+                parse_quote!(
+                    async fn f(e: E, c: C) -> R {}
+                ),
+                "the delivery context",
+            ),
+            (
+                parse_quote!(
+                    async fn f(e: E, c: &C, x: X) -> R {}
+                ),
+                "ctx.recurso",
+            ),
+        ];
+        for (funcao, trecho) in casos {
+            let erro = erro(funcao);
+            assert!(erro.contains(trecho), "{erro:?} lacks {trecho:?}");
+        }
     }
 }

@@ -119,55 +119,51 @@ mod testes {
         assert_eq!(m.evento, "evento");
     }
 
+    /// The checks shared with `#[enviador]` are tested in `assinatura`; these are the
+    /// receptor's own, and the shared ones worded for it.
     #[test]
     fn cada_desvio_tem_sua_mensagem() {
-        assert!(
-            erro(parse_quote!(
-                fn f(tx: &mut Transaction<'_, P>, e: E) -> R {}
-            ))
-            .contains("async")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(tx: &Transaction<'_, P>, e: E) -> R {}
-            ))
-            .contains("transaction")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(tx: &mut Conn, e: E) -> R {}
-            ))
-            .contains("transaction")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(tx: &mut Transaction<'_, P>, e: &E) -> R {}
-            ))
-            .contains("by value")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(tx: &mut Transaction<'_, P>, E(x): E) -> R {}
-            ))
-            .contains("plain identifier")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(tx: &mut Transaction<'_, P>) -> R {}
-            ))
-            .contains("second parameter")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f(tx: &mut Transaction<'_, P>, e: E) {}
-            ))
-            .contains("Rejeicao")
-        );
-        assert!(
-            erro(parse_quote!(
-                async fn f<T>(tx: &mut Transaction<'_, P>, e: T) -> R {}
-            ))
-            .contains("generic")
-        );
+        let casos: [(syn::ItemFn, &str); 6] = [
+            (
+                parse_quote!(
+                    fn f(tx: &mut Transaction<'_, P>, e: E) -> R {}
+                ),
+                "#[receptor] needs",
+            ),
+            (
+                parse_quote!(
+                    async fn f(tx: &Transaction<'_, P>, e: E) -> R {}
+                ),
+                "transaction",
+            ),
+            (
+                parse_quote!(
+                    async fn f(tx: &mut Conn, e: E) -> R {}
+                ),
+                "transaction",
+            ),
+            (
+                parse_quote!(
+                    async fn f(tx: &mut Transaction<'_, P>, e: &E) -> R {}
+                ),
+                "by value",
+            ),
+            (
+                parse_quote!(
+                    async fn f(tx: &mut Transaction<'_, P>, E(x): E) -> R {}
+                ),
+                "plain identifier",
+            ),
+            (
+                parse_quote!(
+                    async fn f(tx: &mut Transaction<'_, P>, e: E) {}
+                ),
+                "Rejeicao",
+            ),
+        ];
+        for (funcao, trecho) in casos {
+            let erro = erro(funcao);
+            assert!(erro.contains(trecho), "{erro:?} lacks {trecho:?}");
+        }
     }
 }
