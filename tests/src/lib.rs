@@ -159,7 +159,9 @@ macro_rules! nos_dois_bancos {
 }
 
 /// PostgreSQL or SQLite, for the helpers the suites write once for both backends (`$1`-style
-/// parameters, which both accept). Each helper adds the executor and column-type bounds it uses.
+/// parameters, which both accept). It carries the one bound every such helper needs (the
+/// arguments sqlx binds); the executor and column-type bounds cannot ride on a trait (Rust
+/// does not imply them from it), so each helper states the ones it uses.
 pub trait Sql: sqlx::Database<Arguments: sqlx::IntoArguments<Self>> {}
 
 impl<DB: sqlx::Database<Arguments: sqlx::IntoArguments<DB>>> Sql for DB {}
@@ -400,19 +402,13 @@ pub fn e_postgres<P>(pool: &P) -> bool {
 
 /// Polls `condicao` every 20 ms until it holds, failing the test after `limite`. For waiting on
 /// a final state, never for measuring speed.
-pub async fn esperar_ate<F, Fut>(limite: std::time::Duration, mut condicao: F)
+pub async fn esperar_ate<F, Fut>(limite: std::time::Duration, condicao: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let fim = tokio::time::Instant::now() + limite;
-    while !condicao().await {
-        assert!(
-            tokio::time::Instant::now() < fim,
-            "condition not reached within {limite:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let intervalo = std::time::Duration::from_millis(20);
+    esperar_valor("condition", limite, intervalo, condicao, |&ok| ok).await;
 }
 
 /// Reads `ler` every `a_cada` until `pronto` holds for what it read, and returns that value;
