@@ -167,7 +167,7 @@ async fn aplicar<R: Receptor>(
         }
         Ok(Err(Rejeicao::Permanente { motivo })) => {
             drop(tx);
-            tracing::warn!(motivo = %motivo, "mensageria receptor: event rejected");
+            tracing::warn!(error = %motivo, "mensageria receptor: event rejected");
             Err(Desfecho::Rejeitado { motivo })
         }
         Ok(Err(Rejeicao::Temporaria {
@@ -175,7 +175,7 @@ async fn aplicar<R: Receptor>(
             tentar_apos,
         })) => {
             drop(tx);
-            tracing::warn!(motivo = %motivo, "mensageria receptor: temporary failure");
+            tracing::warn!(error = %motivo, "mensageria receptor: temporary failure");
             Err(Desfecho::Temporario {
                 motivo,
                 tentar_apos,

@@ -626,7 +626,7 @@ impl BancoInterno for Postgres {
             if inicio.elapsed() > ESCUTA_ESPERA_MAXIMA {
                 espera = ESCUTA_ESPERA_INICIAL; // it had been listening fine: start over
             }
-            tracing::warn!(error = %erro, retry_in = ?espera, "mensageria relay: LISTEN connection lost; polling covers the gap, listening again shortly");
+            tracing::warn!(error = %erro, retry_in_ms = espera.as_millis() as u64, "mensageria relay: LISTEN connection lost; polling covers the gap, listening again shortly");
             tokio::select! {
                 _ = cancelar.cancelled() => return,
                 _ = tokio::time::sleep(espera) => {}
