@@ -12,7 +12,8 @@
 //!
 //! # async fn iniciar(pool: sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
 //! let fiscal = Destino::new("http://fiscal.interno:8080")?.com_token("segredo");
-//! let relay = mensageria_core::relay::Relay::new(pool, mensageria_core::relay::Config::new("emissor"))
+//! let config = mensageria_core::relay::Config::new("emissor");
+//! let relay = mensageria_core::relay::Relay::new(pool, config)
 //!     .recurso(fiscal)
 //!     .spawn()?;
 //! # Ok(()) }

@@ -24,8 +24,11 @@ use uuid::Uuid;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no enviador: this app cannot send it, so it cannot be enqueued",
     label = "no `#[enviador]` function takes `{Self}` as its payload",
-    note = "add `#[mensageria_core::enviador(tipo = \"...\")]` to an `async fn(evento: {Self}, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>` in the crate that defines `{Self}`",
-    note = "who enqueues a tipo must be able to send it (ADR 0021): otherwise the row would wait forever for a relay that never routes it"
+    note = "add `#[mensageria_core::enviador(tipo = \"...\")]` to an \
+            `async fn(evento: {Self}, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>` in the crate \
+            that defines `{Self}`",
+    note = "who enqueues a tipo must be able to send it: otherwise the row would wait forever for \
+            a relay that never claims it"
 )]
 pub trait Enviador: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The tipo this payload travels as.
@@ -173,7 +176,8 @@ impl ContextoEnvio {
     pub fn exigir<R: Send + Sync + 'static>(&self) -> Result<&R, FalhaEnvio> {
         self.recurso().ok_or_else(|| {
             FalhaEnvio::temporaria(format!(
-                "the relay was started without a `{}` resource; add it with the relay's `recurso(...)`",
+                "the relay was started without a `{}` resource; add it with the relay's \
+                 `recurso(...)`",
                 std::any::type_name::<R>()
             ))
         })

@@ -15,8 +15,8 @@ pub enum Erro {
     /// `enfileirar_json` was called with a tipo that no `#[enviador]` in this binary handles.
     #[error(
         "no enviador is registered for tipo `{tipo}` in this binary, so nothing was enqueued; \
-         add `#[enviador(tipo = \"{tipo}\")]` to an async fn of the crate that sends it and make sure \
-         that crate is linked (registered tipos: {registrados:?})"
+         add `#[enviador(tipo = \"{tipo}\")]` to an async fn of the crate that sends it and make \
+         sure that crate is linked (registered tipos: {registrados:?})"
     )]
     TipoNaoRegistrado {
         /// The tipo that was asked for.

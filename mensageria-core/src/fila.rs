@@ -21,7 +21,11 @@ pub(crate) async fn publicar<DB: Banco>(pool: &Pool<DB>, tipos: &[&str]) {
             }
         }
         Err(erro) => {
-            tracing::warn!(error = %erro, "mensageria relay: could not measure the backlog for the gauges (they keep their last values); the next heartbeat tries again");
+            tracing::warn!(
+                error = %erro,
+                "mensageria relay: could not measure the backlog for the gauges (they keep their \
+                 last values); the next heartbeat tries again"
+            );
         }
     }
 }

@@ -46,8 +46,12 @@ pub use erro::Erro;
 /// # #[derive(serde::Serialize, serde::Deserialize)] struct EncerramentoMdfe { chave_mdfe: String }
 ///
 /// #[enviador(tipo = "mdfe.encerramento")]
-/// async fn enviar_encerramento(evento: EncerramentoMdfe, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
-///     // deliver `evento`; Err(FalhaEnvio::Temporaria) to retry, Err(FalhaEnvio::Permanente) to dead-letter
+/// async fn enviar_encerramento(
+///     evento: EncerramentoMdfe,
+///     ctx: &ContextoEnvio,
+/// ) -> Result<(), FalhaEnvio> {
+///     // deliver `evento`; Err(FalhaEnvio::Temporaria) to retry,
+///     // Err(FalhaEnvio::Permanente) to dead-letter
 ///     Ok(())
 /// }
 ///

@@ -15,13 +15,15 @@
 //!     Ok(())
 //! }
 //!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mensageria_core::Erro> {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), mensageria_core::Erro> {
 //! let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 //! mensageria_core::migrar(&pool).await?;
 //!
 //! let mut tx = pool.begin().await?;
 //! // ... the business write, on &mut *tx ...
-//! let id = mensageria_core::enfileirar(&mut *tx, &Encerramento { chave_mdfe: "4321".into() }).await?;
+//! let evento = Encerramento { chave_mdfe: "4321".into() };
+//! let id = mensageria_core::enfileirar(&mut *tx, &evento).await?;
 //! tx.commit().await?;
 //!
 //! // A tipo that comes from data is checked before anything is written:

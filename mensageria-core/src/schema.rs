@@ -3,7 +3,7 @@
 //! On a schema shared by several apps exactly one app owns the mensageria tables: it calls
 //! [`migrar`] at start. Every other app calls [`verificar_schema`], which never changes anything
 //! and fails with a message that says what is missing and who must fix it (two migrators on one
-//! table collide at boot, ADR 0021).
+//! table collide at boot).
 //!
 //! Migrations are recorded in `_mensageria_migrations`, never in the application's own
 //! `_sqlx_migrations`, and go into the first schema of the connection's `search_path` on
@@ -26,7 +26,8 @@ pub struct VersaoSchema {
 /// no-op; concurrent runs wait for each other (PostgreSQL advisory lock).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mensageria_core::Erro> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), mensageria_core::Erro> {
 /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// mensageria_core::migrar(&pool).await?;
 /// mensageria_core::migrar(&pool).await?; // no-op

@@ -47,6 +47,9 @@ pub(crate) mod interno {
         Reivindicacao, TentativasDoTipo,
     };
 
+    /// The transaction that holds the leader's advisory lock (see `liderar`).
+    pub(crate) type Lideranca<DB> = sqlx::Transaction<'static, DB>;
+
     /// A row about to enter the saída.
     #[derive(Debug)]
     pub struct NovaMensagem<'a> {
@@ -226,7 +229,7 @@ pub(crate) mod interno {
         fn liderar(
             pool: &Pool<Self>,
             chave: i64,
-        ) -> impl Future<Output = Result<Option<sqlx::Transaction<'static, Self>>, sqlx::Error>> + Send;
+        ) -> impl Future<Output = Result<Option<Lideranca<Self>>, sqlx::Error>> + Send;
 
         /// Opt-in wake-ups from other processes: listens for the notifications of the trigger that
         /// `relay::notificacoes::instalar` puts on this schema's saída and wakes this process's

@@ -102,9 +102,9 @@ impl BancoInterno for Postgres {
         // One index-ordered probe per tipo (LATERAL), so the plan walks
         // mensageria_saida_fila from the head of each tipo and never sorts the backlog; rows of
         // tipos not in $1 are never read. Each probe starts at the tipo's keyset floor ($6), so
-        // index entries of delivered rows that vacuum has not cleared yet are not walked over. Not prepared (`persistent(false)`): each claim is
-        // planned with its real parameters, so a plan made while the table was empty (Seq Scan +
-        // Sort) is never reused on a large one.
+        // index entries of delivered rows that vacuum has not cleared yet are not walked over.
+        // Not prepared (`persistent(false)`): each claim is planned with its real parameters, so
+        // a plan made while the table was empty (Seq Scan + Sort) is never reused on a large one.
         let linhas = sqlx::query_as::<
             _,
             (
@@ -158,7 +158,8 @@ impl BancoInterno for Postgres {
     async fn confirmar_lote(pool: &PgPool, pares: &[(i64, i64)]) -> Result<Vec<i64>, sqlx::Error> {
         let (ids, tokens): (Vec<i64>, Vec<i64>) = pares.iter().copied().unzip();
         sqlx::query_scalar(
-            "DELETE FROM mensageria_saida s USING unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
+            "DELETE FROM mensageria_saida s \
+             USING unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
              WHERE s.id = c.id AND s.lease_token = c.token RETURNING s.id",
         )
         .bind(ids)
@@ -303,9 +304,11 @@ impl BancoInterno for Postgres {
              ) \
              INSERT INTO mensageria_mortas \
                  (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app) \
-             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4 FROM morta \
+             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4 \
+             FROM morta \
              ON CONFLICT (id_mensagem) DO UPDATE SET \
-                 morta_em = now(), tentativas = EXCLUDED.tentativas, ultimo_erro = EXCLUDED.ultimo_erro",
+                 morta_em = now(), tentativas = EXCLUDED.tentativas, \
+                 ultimo_erro = EXCLUDED.ultimo_erro",
         )
         .bind(id)
         .bind(token)
@@ -344,7 +347,8 @@ impl BancoInterno for Postgres {
         .execute(pool)
         .await?;
         sqlx::query_as(
-            "SELECT app, tipo FROM mensageria_apps WHERE tipo = ANY($2) AND app <> $1 ORDER BY tipo, app",
+            "SELECT app, tipo FROM mensageria_apps WHERE tipo = ANY($2) AND app <> $1 \
+             ORDER BY tipo, app",
         )
         .bind(app)
         .bind(tipos)
@@ -390,12 +394,15 @@ impl BancoInterno for Postgres {
         r: Recebida<'c>,
     ) -> Result<bool, sqlx::Error> {
         let sql = if r.versao.is_some() {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
+             VALUES ($1, $2, $3, $4) \
              ON CONFLICT (tipo, chave) DO UPDATE SET \
                  versao = EXCLUDED.versao, id_mensagem = EXCLUDED.id_mensagem, recebida_em = now() \
-             WHERE mensageria_recebidas.versao IS NULL OR mensageria_recebidas.versao < EXCLUDED.versao"
+             WHERE mensageria_recebidas.versao IS NULL OR \
+                 mensageria_recebidas.versao < EXCLUDED.versao"
         } else {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
+             VALUES ($1, $2, $3, $4) \
              ON CONFLICT (tipo, chave) DO NOTHING"
         };
         let feito = sqlx::query(sql)
@@ -626,7 +633,12 @@ impl BancoInterno for Postgres {
             if inicio.elapsed() > ESCUTA_ESPERA_MAXIMA {
                 espera = ESCUTA_ESPERA_INICIAL; // it had been listening fine: start over
             }
-            tracing::warn!(error = %erro, retry_in_ms = espera.as_millis() as u64, "mensageria relay: LISTEN connection lost; polling covers the gap, listening again shortly");
+            tracing::warn!(
+                error = %erro,
+                retry_in_ms = espera.as_millis() as u64,
+                "mensageria relay: LISTEN connection lost; polling covers the gap, listening \
+                 again shortly"
+            );
             tokio::select! {
                 _ = cancelar.cancelled() => return,
                 _ = tokio::time::sleep(espera) => {}

@@ -32,7 +32,8 @@ static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
 /// timeout (concurrent writers wait instead of failing with `SQLITE_BUSY`).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let dir = tempfile::tempdir()?;
 /// let pool = mensageria_core::banco::sqlite::abrir(dir.path().join("app.db")).await?;
 /// mensageria_core::migrar(&pool).await?;
@@ -115,7 +116,8 @@ impl BancoInterno for Sqlite {
                  lease_ate = {AGORA} + $3, lease_dono = $4, lease_token = $5 \
              WHERE id IN ( \
                  SELECT id FROM mensageria_saida \
-                 WHERE tipo IN (SELECT value FROM json_each($1)) AND proxima_tentativa_em <= {AGORA} \
+                 WHERE tipo IN (SELECT value FROM json_each($1)) \
+                 AND proxima_tentativa_em <= {AGORA} \
                  ORDER BY proxima_tentativa_em, id LIMIT $2 \
              ) \
              RETURNING id, id_mensagem, tipo, payload, correlacao, tentativas, {AGORA} - criada_em"
@@ -201,7 +203,8 @@ impl BancoInterno for Sqlite {
         let pares =
             serde_json::to_string(pares).map_err(|erro| sqlx::Error::Encode(erro.into()))?;
         let sql = format!(
-            "UPDATE mensageria_saida SET lease_ate = {AGORA} + $2, proxima_tentativa_em = {AGORA} + $2 \
+            "UPDATE mensageria_saida SET lease_ate = {AGORA} + $2, \
+             proxima_tentativa_em = {AGORA} + $2 \
              WHERE (id, lease_token) IN \
              (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1))"
         );
@@ -313,7 +316,8 @@ impl BancoInterno for Sqlite {
              SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4 \
              FROM mensageria_saida WHERE id = $1 AND lease_token = $2 \
              ON CONFLICT (id_mensagem) DO UPDATE SET \
-                 morta_em = {AGORA}, tentativas = excluded.tentativas, ultimo_erro = excluded.ultimo_erro"
+                 morta_em = {AGORA}, tentativas = excluded.tentativas, \
+                 ultimo_erro = excluded.ultimo_erro"
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
@@ -353,7 +357,8 @@ impl BancoInterno for Sqlite {
     ) -> Result<Vec<(String, String)>, sqlx::Error> {
         let lista = serde_json::to_string(tipos).expect("a list of strings serializes");
         let sql = format!(
-            "INSERT INTO mensageria_apps (app, tipo) SELECT $1, value FROM json_each($2) WHERE true \
+            "INSERT INTO mensageria_apps (app, tipo) SELECT $1, value FROM json_each($2) \
+             WHERE true \
              ON CONFLICT (app, tipo) DO UPDATE SET visto_em = {AGORA}"
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -410,7 +415,8 @@ impl BancoInterno for Sqlite {
     async fn escutar(_pool: SqlitePool, _cancelar: tokio_util::sync::CancellationToken) {
         tracing::warn!(
             "mensageria relay: SQLite has no LISTEN/NOTIFY; `com_notificacoes` is ignored. \
-             Enqueues in this process still wake the relay at once; others are seen at the next poll"
+             Enqueues in this process still wake the relay at once; others are seen \
+             at the next poll"
         );
     }
 
@@ -420,13 +426,17 @@ impl BancoInterno for Sqlite {
     ) -> Result<bool, sqlx::Error> {
         let sql = if r.versao.is_some() {
             format!(
-                "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+                "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
+                 VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (tipo, chave) DO UPDATE SET \
-                     versao = excluded.versao, id_mensagem = excluded.id_mensagem, recebida_em = {AGORA} \
-                 WHERE mensageria_recebidas.versao IS NULL OR mensageria_recebidas.versao < excluded.versao"
+                     versao = excluded.versao, id_mensagem = excluded.id_mensagem, \
+                     recebida_em = {AGORA} \
+                 WHERE mensageria_recebidas.versao IS NULL OR \
+                     mensageria_recebidas.versao < excluded.versao"
             )
         } else {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
+             VALUES ($1, $2, $3, $4) \
              ON CONFLICT (tipo, chave) DO NOTHING"
                 .to_owned()
         };

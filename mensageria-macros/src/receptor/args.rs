@@ -61,8 +61,9 @@ impl Args {
             syn::Error::new(
                 Span::call_site(),
                 format!(
-                    "missing `chave_natural`: every receptor is idempotent by the event's domain identity \
-                     (ADR 0021), never by a third party's id; {EXEMPLO}"
+                    "missing `chave_natural`: every receptor is idempotent by the event's domain \
+                     identity (the same event delivered twice must be recognised as the same), \
+                     never by a third party's id; {EXEMPLO}"
                 ),
             )
         })?;
