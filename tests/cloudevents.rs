@@ -60,7 +60,10 @@ async fn receber_pg(tx: &mut Transaction<'_, Postgres>, evento: Pedido) -> Resul
 }
 
 #[receptor(tipo = "ce.pedido-lite", chave_natural = evento.numero)]
-async fn receber_lite(tx: &mut Transaction<'_, Sqlite>, evento: PedidoLite) -> Result<(), Rejeicao> {
+async fn receber_lite(
+    tx: &mut Transaction<'_, Sqlite>,
+    evento: PedidoLite,
+) -> Result<(), Rejeicao> {
     sqlx::query("INSERT INTO efeito (numero) VALUES ($1)")
         .bind(&evento.numero)
         .execute(&mut **tx)
@@ -95,12 +98,11 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     (String, Option<String>): for<'r> FromRow<'r, DB::Row>,
 {
-    let mut linhas: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT chave, CAST(id_mensagem AS TEXT) FROM mensageria_recebidas",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
+    let mut linhas: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT chave, CAST(id_mensagem AS TEXT) FROM mensageria_recebidas")
+            .fetch_all(pool)
+            .await
+            .unwrap();
     linhas.sort();
     linhas
 }

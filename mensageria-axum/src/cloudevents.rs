@@ -67,7 +67,13 @@ fn citar(valor: &HeaderValue) -> String {
     let mut citado: String = texto
         .chars()
         .take(64)
-        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect();
     if texto.chars().nth(64).is_some() {
         citado.push('…');
@@ -101,7 +107,10 @@ mod testes {
         assert_eq!(conferir(&exemplo, "com.example.someevent"), Ok(()));
         assert!(!estruturado(&exemplo));
         let erro = conferir(&exemplo, "outro.tipo").unwrap_err();
-        assert!(erro.contains("com.example.someevent") && erro.contains("outro.tipo"), "{erro}");
+        assert!(
+            erro.contains("com.example.someevent") && erro.contains("outro.tipo"),
+            "{erro}"
+        );
         // Without CloudEvents attributes, nothing to check.
         assert_eq!(conferir(&HeaderMap::new(), "a.b"), Ok(()));
     }
@@ -126,7 +135,12 @@ mod testes {
         ] {
             assert!(estruturado(&com(&[("content-type", estrut)])), "{estrut}");
         }
-        for outro in ["application/json", "application/problem+json", "text/plain", ""] {
+        for outro in [
+            "application/json",
+            "application/problem+json",
+            "text/plain",
+            "",
+        ] {
             assert!(!estruturado(&com(&[("content-type", outro)])), "{outro}");
         }
         assert!(!estruturado(&HeaderMap::new()));

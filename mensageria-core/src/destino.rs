@@ -313,7 +313,10 @@ fn atributos_cloudevents(ctx: &ContextoEnvio) -> Vec<(&'static str, String)> {
         ("ce-specversion", "1.0".to_owned()),
         ("ce-id", ctx.id_mensagem().to_string()),
         ("ce-type", codificar_atributo(ctx.tipo())),
-        ("ce-source", codificar_atributo(ctx.app().unwrap_or("mensageria"))),
+        (
+            "ce-source",
+            codificar_atributo(ctx.app().unwrap_or("mensageria")),
+        ),
     ];
     if let Some(instante) = enfileirada_em(ctx.id_mensagem()) {
         atributos.push(("ce-time", instante));
