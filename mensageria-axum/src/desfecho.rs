@@ -31,9 +31,12 @@ macro_rules! casos {
 casos! {
     /// 401: no accepted bearer token.
     NaoAutorizado,
+    /// 400: CloudEvents attributes that do not fit the route (`ce-type` another tipo,
+    /// `ce-specversion` not `1.0`).
+    CloudEventsInvalido,
     /// 413: the body is over the limit.
     CorpoGrandeDemais,
-    /// 415: the body is not declared as JSON.
+    /// 415: the body is not declared as JSON (or is a CloudEvents structured-mode envelope).
     NaoJson,
     /// 400: the body ended early or the connection broke.
     CorpoIncompleto,
@@ -71,7 +74,9 @@ impl Caso {
     pub(crate) fn status(self) -> StatusCode {
         match self {
             Self::Aplicado | Self::Duplicado => StatusCode::OK,
-            Self::CorpoIncompleto | Self::PayloadInvalido => StatusCode::BAD_REQUEST,
+            Self::CloudEventsInvalido | Self::CorpoIncompleto | Self::PayloadInvalido => {
+                StatusCode::BAD_REQUEST
+            }
             Self::NaoAutorizado => StatusCode::UNAUTHORIZED,
             Self::TipoDesconhecido => StatusCode::NOT_FOUND,
             Self::CorpoGrandeDemais => StatusCode::PAYLOAD_TOO_LARGE,
@@ -88,6 +93,7 @@ impl Caso {
             Self::Aplicado => "applied",
             Self::Duplicado => "duplicate",
             Self::NaoAutorizado => "unauthorized",
+            Self::CloudEventsInvalido => "invalid_cloudevent",
             Self::CorpoGrandeDemais => "payload_too_large",
             Self::NaoJson => "unsupported_media_type",
             Self::CorpoIncompleto => "incomplete_body",
@@ -112,6 +118,7 @@ impl Caso {
             | Self::Temporario
             | Self::Panico => Some(self.codigo()),
             Self::NaoAutorizado
+            | Self::CloudEventsInvalido
             | Self::CorpoGrandeDemais
             | Self::NaoJson
             | Self::CorpoIncompleto
@@ -150,10 +157,15 @@ impl Caso {
             Self::NaoAutorizado => {
                 "missing or invalid bearer token; refused before the body is read"
             }
+            Self::CloudEventsInvalido => {
+                "a CloudEvents `ce-type` that is not this route's tipo, or a `ce-specversion` \
+                 other than `1.0`; refused before the body is read"
+            }
             Self::CorpoGrandeDemais => "body over the size limit; nothing read past it",
             Self::NaoJson => {
-                "the body is not declared as JSON (`application/json` or `application/*+json`); \
-                 nothing read"
+                "the body is not declared as JSON (`application/json` or `application/*+json`), \
+                 or is a CloudEvents structured-mode envelope (`application/cloudevents+json`: \
+                 only binary mode is read); nothing read"
             }
             Self::CorpoIncompleto => {
                 "the body ended before its Content-Length or the connection broke; nothing applied"
@@ -185,6 +197,11 @@ impl Caso {
 pub(crate) enum Desfecho {
     /// See [`Caso::NaoAutorizado`].
     NaoAutorizado,
+    /// See [`Caso::CloudEventsInvalido`].
+    CloudEventsInvalido {
+        /// Which attribute does not fit, and what to send instead.
+        motivo: String,
+    },
     /// See [`Caso::CorpoGrandeDemais`].
     CorpoGrandeDemais {
         /// The configured limit, in bytes.
@@ -192,6 +209,8 @@ pub(crate) enum Desfecho {
     },
     /// See [`Caso::NaoJson`].
     NaoJson,
+    /// See [`Caso::NaoJson`]: a CloudEvents structured-mode envelope.
+    CloudEventsEstruturado,
     /// See [`Caso::CorpoIncompleto`].
     CorpoIncompleto,
     /// See [`Caso::PayloadInvalido`].
@@ -245,8 +264,9 @@ impl Desfecho {
     pub(crate) fn caso(&self) -> Caso {
         match self {
             Self::NaoAutorizado => Caso::NaoAutorizado,
+            Self::CloudEventsInvalido { .. } => Caso::CloudEventsInvalido,
             Self::CorpoGrandeDemais { .. } => Caso::CorpoGrandeDemais,
-            Self::NaoJson => Caso::NaoJson,
+            Self::NaoJson | Self::CloudEventsEstruturado => Caso::NaoJson,
             Self::CorpoIncompleto => Caso::CorpoIncompleto,
             Self::PayloadInvalido { .. } => Caso::PayloadInvalido,
             Self::ChaveInvalida(_) => Caso::ChaveInvalida,
@@ -280,6 +300,12 @@ impl Desfecho {
                 format!("body over {limite} bytes; raise `Config::com_limite_corpo` or send less")
             }
             Self::NaoJson => "send the event as JSON: `Content-Type: application/json`".to_owned(),
+            Self::CloudEventsEstruturado => {
+                "CloudEvents structured mode is not supported: send binary mode, the event's data \
+                 as the body with `Content-Type: application/json` and its attributes as `ce-*` \
+                 headers"
+                    .to_owned()
+            }
             Self::CorpoIncompleto => {
                 "the body ended before its Content-Length or the connection broke; nothing applied"
                     .to_owned()
@@ -288,7 +314,9 @@ impl Desfecho {
                 format!("payload is not a valid `{tipo}`: {falha}")
             }
             Self::ChaveInvalida(falha) => falha.to_string(),
-            Self::Rejeitado { motivo } | Self::Temporario { motivo, .. } => motivo.clone(),
+            Self::CloudEventsInvalido { motivo }
+            | Self::Rejeitado { motivo }
+            | Self::Temporario { motivo, .. } => motivo.clone(),
             Self::Panico => "the receptor panicked; nothing was applied".to_owned(),
             Self::BancoIndisponivel => "database unavailable; retry later".to_owned(),
             Self::TipoDesconhecido { tipo } => {

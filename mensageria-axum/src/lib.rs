@@ -33,7 +33,9 @@
 //! # What one request goes through
 //!
 //! 1. `Authorization: Bearer` against the configured tokens (constant time; several accepted so
-//!    they can be rotated): **401** before any database access or body read.
+//!    they can be rotated): **401** before any database access or body read. Then the
+//!    CloudEvents attributes, if any: a `ce-type` other than the route's tipo or a
+//!    `ce-specversion` other than `1.0` is **400** `invalid_cloudevent`.
 //! 2. The body, bounded (1 MiB by default): **413**.
 //! 3. JSON decoding into the payload type (serde_json refuses nesting over 128 levels in the fields it reads; unknown fields are skipped without recursion, bounded by the body limit): **400**.
 //! 4. The natural key, canonical and injective (a JSON array of the parts, at most 1 KiB):
@@ -53,10 +55,17 @@
 //! changed, go pull" pokes need.
 //!
 //! The `x-request-id` header is kept when printable ASCII of at most 128 bytes, replaced
-//! otherwise, and echoed in the answer. The OpenAPI document of every receptor is served at
+//! otherwise, and echoed in the answer.
+//!
+//! A receptor takes a [CloudEvents 1.0](https://github.com/cloudevents/spec) request in the
+//! HTTP binding's binary mode from any producer (a mensageria relay sends one): the body is the
+//! event's data, `ce-id` is the message and request id when there is no `x-request-id`, and
+//! `ce-type` and `ce-specversion`, when present, are checked as above. Structured mode
+//! (`Content-Type: application/cloudevents+json`) is not supported: **415**. The OpenAPI document of every receptor is served at
 //! `GET /m2m/openapi.json` (payloads that derive `utoipa::ToSchema` get their full schema).
 
 mod chave;
+mod cloudevents;
 mod config;
 mod desfecho;
 mod estado;

@@ -169,8 +169,8 @@ fn cabecalho(descricao: &str) -> Header {
         .build()
 }
 
-const ID_DO_PEDIDO_NA_RESPOSTA: &str =
-    "the request id: the `x-request-id` sent, when kept, otherwise a fresh UUID";
+const ID_DO_PEDIDO_NA_RESPOSTA: &str = "the request id: the `x-request-id` sent (or the CloudEvents \
+     `ce-id` when there is no `x-request-id`), when kept, otherwise a fresh UUID";
 
 /// The kinds of answer (in the order a request meets them) that pass `filtro`.
 fn casos(filtro: fn(Caso) -> bool) -> impl Iterator<Item = Caso> {
@@ -330,12 +330,56 @@ pub(crate) fn documento<'a>(
                     ))
                     .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
             )
+            .parameter(
+                ParameterBuilder::new()
+                    .name("ce-id")
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(
+                        "CloudEvents binary mode (the relay sends it, any CloudEvents producer \
+                         may): the event id, taken as the message and request id when there is \
+                         no `x-request-id`",
+                    ))
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
+            )
+            .parameter(
+                ParameterBuilder::new()
+                    .name("ce-type")
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(
+                        "CloudEvents binary mode: the event type, which must be this route's \
+                         tipo (400 `invalid_cloudevent` otherwise)",
+                    ))
+                    .schema(Some(
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .enum_values(Some([receptor.tipo])),
+                    )),
+            )
+            .parameter(
+                ParameterBuilder::new()
+                    .name("ce-specversion")
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(
+                        "CloudEvents binary mode: the CloudEvents version, which must be `1.0` \
+                         (400 `invalid_cloudevent` otherwise)",
+                    ))
+                    .schema(Some(
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .enum_values(Some(["1.0"])),
+                    )),
+            )
             .tag("mensageria")
             .request_body(Some(
                 RequestBodyBuilder::new()
                     .description(Some(
                         "the event, as JSON: `Content-Type: application/json` or any \
-                         `application/*+json` (415 otherwise). Integer fields take integers \
+                         `application/*+json` (415 otherwise, and for a CloudEvents \
+                         structured-mode envelope, `application/cloudevents+json`: the body is \
+                         the event's data, as in binary mode). Integer fields take integers \
                          written without a fraction or exponent (`2`, not `2.0` nor `2e0`), as \
                          serde_json reads them: 400 `invalid_payload` otherwise",
                     ))

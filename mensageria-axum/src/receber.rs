@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::cloudevents;
 use crate::desfecho::Desfecho;
 use crate::{Estado, Receptor, Rejeicao};
 
@@ -51,10 +52,18 @@ async fn responder<R: Receptor>(
         );
         return Err(Desfecho::NaoAutorizado);
     }
+    // A CloudEvents binary-mode request must be meant for this route, in a version we read.
+    if let Err(motivo) = cloudevents::conferir(pedido.headers(), R::TIPO) {
+        tracing::warn!(
+            tipo = R::TIPO,
+            request_id = %id_pedido,
+            error = %motivo,
+            "mensageria receptor: CloudEvents attributes do not fit this route; refused (400)"
+        );
+        return Err(Desfecho::CloudEventsInvalido { motivo });
+    }
     // The message id is what the sender said, never an id we made up for the request.
-    let id_mensagem = pedido
-        .headers()
-        .get("x-request-id")
+    let id_mensagem = id_do_remetente(pedido.headers())
         .and_then(|v| v.to_str().ok())
         .and_then(|v| Uuid::parse_str(v).ok());
     let correlacao_id = pedido
@@ -125,6 +134,9 @@ async fn ler_corpo(
         .and_then(|v| v.parse::<u64>().ok());
     if declarado.is_some_and(|tamanho| tamanho > limite as u64) {
         return Err(Desfecho::CorpoGrandeDemais { limite });
+    }
+    if cloudevents::estruturado(pedido.headers()) {
+        return Err(Desfecho::CloudEventsEstruturado);
     }
     if !e_json(pedido.headers()) {
         return Err(Desfecho::NaoJson);
@@ -265,9 +277,16 @@ fn id_aceitavel(id: &str) -> bool {
         && id.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
-fn id_do_pedido(cabecalhos: &HeaderMap) -> String {
+/// The sender's id for this request: `x-request-id`, or, when that header is absent, the
+/// CloudEvents `ce-id` (what a CloudEvents producer that is not a relay sends).
+fn id_do_remetente(cabecalhos: &HeaderMap) -> Option<&HeaderValue> {
     cabecalhos
         .get("x-request-id")
+        .or_else(|| cabecalhos.get(cloudevents::ID))
+}
+
+fn id_do_pedido(cabecalhos: &HeaderMap) -> String {
+    id_do_remetente(cabecalhos)
         .and_then(|v| v.to_str().ok())
         .filter(|id| id_aceitavel(id))
         .map(str::to_owned)
@@ -347,6 +366,12 @@ mod testes {
             h
         };
         assert_eq!(id_do_pedido(&com(b"abc-123")), "abc-123");
+        // A CloudEvents producer sends only `ce-id`; `x-request-id` wins when both are there.
+        let mut h = HeaderMap::new();
+        h.insert("ce-id", HeaderValue::from_static("1234-1234-1234"));
+        assert_eq!(id_do_pedido(&h), "1234-1234-1234");
+        h.insert("x-request-id", HeaderValue::from_static("abc-123"));
+        assert_eq!(id_do_pedido(&h), "abc-123");
         for hostil in [&b"a b"[..], b"\xff\xfe", &[b'x'; 200], b"a\tb"] {
             let id = id_do_pedido(&com(hostil));
             assert!(Uuid::parse_str(&id).is_ok(), "{hostil:?} -> {id}");

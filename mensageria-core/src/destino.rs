@@ -52,6 +52,26 @@
 //!
 //! Each request carries `x-request-id` (the message id, stable across redeliveries),
 //! `x-mensageria-tipo`, `x-mensageria-tentativa` and `x-correlation-id`.
+//!
+//! # CloudEvents
+//!
+//! Each request is also a [CloudEvents 1.0](https://github.com/cloudevents/spec) event in the
+//! HTTP binding's binary mode: the body is the event's data (`Content-Type: application/json`)
+//! and the attributes travel as headers, so any CloudEvents consumer can take it:
+//!
+//! | header | value |
+//! |---|---|
+//! | `ce-specversion` | `1.0` |
+//! | `ce-id` | the message id (the same UUID as `x-request-id`) |
+//! | `ce-type` | the tipo |
+//! | `ce-source` | the sending app's name ([`ContextoEnvio::app`]; `mensageria` in a context built by hand without one) |
+//! | `ce-time` | when the message was enqueued, RFC 3339 in UTC with milliseconds |
+//!
+//! `ce-time` is read from the message id, a UUIDv7 made at enqueue, whose timestamp is the
+//! enqueue instant to the millisecond (the saída's `criada_em` is the same instant by the
+//! database's clock); a context built by hand with an id of another version sends no
+//! `ce-time` (the attribute is optional). Values outside printable ASCII are percent-encoded,
+//! as the binding says.
 //! To send to several services, wrap one `Destino` per service in a newtype of yours and hand
 //! each to the relay as its own resource.
 
@@ -202,8 +222,11 @@ impl Destino {
             .header("x-request-id", ctx.id_mensagem().to_string())
             .header("x-mensageria-tipo", ctx.tipo())
             .header("x-mensageria-tentativa", ctx.tentativa().to_string())
-            .header("x-correlation-id", ctx.correlacao())
-            .body(corpo);
+            .header("x-correlation-id", ctx.correlacao());
+        for (nome, valor) in atributos_cloudevents(ctx) {
+            pedido = pedido.header(nome, valor);
+        }
+        pedido = pedido.body(corpo);
         if let Some(token) = &self.token {
             pedido = pedido.header(AUTHORIZATION, token.clone());
         }
@@ -282,6 +305,46 @@ impl Destino {
         url.set_path(&format!("{prefixo}/{caminho}"));
         url
     }
+}
+
+/// The CloudEvents 1.0 attributes of a delivery, as the HTTP binding's binary mode writes them
+/// (header name, value), `ce-time` only when the message id carries a timestamp.
+fn atributos_cloudevents(ctx: &ContextoEnvio) -> Vec<(&'static str, String)> {
+    let mut atributos = vec![
+        ("ce-specversion", "1.0".to_owned()),
+        ("ce-id", ctx.id_mensagem().to_string()),
+        ("ce-type", codificar_atributo(ctx.tipo())),
+        (
+            "ce-source",
+            codificar_atributo(ctx.app().unwrap_or("mensageria")),
+        ),
+    ];
+    if let Some(instante) = enfileirada_em(ctx.id_mensagem()) {
+        atributos.push(("ce-time", instante));
+    }
+    atributos
+}
+
+/// When message `id` was enqueued: the timestamp of its UUIDv7 (the saída makes one per
+/// message at enqueue), in RFC 3339, UTC, milliseconds. `None` for an id without a timestamp.
+fn enfileirada_em(id: uuid::Uuid) -> Option<String> {
+    let (segundos, nanos) = id.get_timestamp()?.to_unix();
+    let instante = chrono::DateTime::from_timestamp(i64::try_from(segundos).ok()?, nanos)?;
+    Some(instante.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// A CloudEvents attribute as a header value: UTF-8 bytes outside printable ASCII, the space,
+/// `"` and `%` percent-encoded (HTTP binding 1.0, section 3.1.3.2).
+fn codificar_atributo(valor: &str) -> String {
+    let mut codificado = String::with_capacity(valor.len());
+    for byte in valor.bytes() {
+        if (0x21..=0x7e).contains(&byte) && byte != b'"' && byte != b'%' {
+            codificado.push(char::from(byte));
+        } else {
+            codificado.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    codificado
 }
 
 /// The wait the destination asked for (`Retry-After` in seconds), if any.
@@ -521,6 +584,45 @@ mod testes {
         ] {
             assert!(!resposta_do_receptor(outro, tipo), "{outro:?}");
         }
+    }
+
+    #[test]
+    fn atributos_cloudevents_do_modo_binario() {
+        // The id of the binding's example is not a UUID; ours is the message id, a UUIDv7
+        // whose timestamp is 2018-04-05T03:56:24Z (the example's `ce-time`).
+        let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            1_522_900_584,
+            0,
+        ));
+        let ctx = ContextoEnvio::new(id, "com.example.someevent").com_app("/mycontext/subcontext");
+        let atributos = atributos_cloudevents(&ctx);
+        let valor = |nome: &str| {
+            atributos
+                .iter()
+                .find(|(n, _)| *n == nome)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(valor("ce-specversion"), Some("1.0"));
+        assert_eq!(valor("ce-id"), Some(id.to_string().as_str()));
+        assert_eq!(valor("ce-type"), Some("com.example.someevent"));
+        assert_eq!(valor("ce-source"), Some("/mycontext/subcontext"));
+        assert_eq!(valor("ce-time"), Some("2018-04-05T03:56:24.000Z"));
+        for (nome, valor) in &atributos {
+            assert!(HeaderValue::from_str(valor).is_ok(), "{nome}: {valor}");
+        }
+        // A hand-built context: no app, an id without a timestamp.
+        let ctx = ContextoEnvio::new(uuid::Uuid::nil(), "a.b");
+        let atributos = atributos_cloudevents(&ctx);
+        assert!(atributos.contains(&("ce-source", "mensageria".to_owned())));
+        assert!(!atributos.iter().any(|(nome, _)| *nome == "ce-time"));
+    }
+
+    #[test]
+    fn atributo_fora_do_ascii_imprimivel_e_codificado() {
+        assert_eq!(codificar_atributo("emissor"), "emissor");
+        assert_eq!(codificar_atributo("faturação 1"), "fatura%C3%A7%C3%A3o%201");
+        assert_eq!(codificar_atributo("a\"b%c"), "a%22b%25c");
     }
 
     #[test]

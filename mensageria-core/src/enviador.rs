@@ -93,8 +93,10 @@ impl FalhaEnvio {
 ///
 /// let ctx = ContextoEnvio::new(Uuid::now_v7(), "mdfe.encerramento")
 ///     .com_tentativa(3)
+///     .com_app("emissor")
 ///     .com_recurso(BaseUrl("http://127.0.0.1:8080"));
 /// assert_eq!(ctx.tentativa(), 3);
+/// assert_eq!(ctx.app(), Some("emissor"));
 /// assert_eq!(ctx.recurso::<BaseUrl>(), Some(&BaseUrl("http://127.0.0.1:8080")));
 /// ```
 #[derive(Clone)]
@@ -103,6 +105,7 @@ pub struct ContextoEnvio {
     tipo: String,
     tentativa: u32,
     correlacao: Option<String>,
+    app: Option<String>,
     recursos: Recursos,
 }
 
@@ -115,6 +118,7 @@ impl ContextoEnvio {
             tipo: tipo.into(),
             tentativa: 1,
             correlacao: None,
+            app: None,
             recursos: Recursos::default(),
         }
     }
@@ -128,6 +132,13 @@ impl ContextoEnvio {
     /// Sets the correlation id captured at enqueue.
     pub fn com_correlacao(mut self, correlacao: Option<String>) -> Self {
         self.correlacao = correlacao;
+        self
+    }
+
+    /// Sets the name of the sending app (the relay sets its
+    /// [`Config::app`](crate::relay::Config::app)).
+    pub fn com_app(mut self, app: impl Into<String>) -> Self {
+        self.app = Some(app.into());
         self
     }
 
@@ -152,6 +163,13 @@ impl ContextoEnvio {
     /// The tipo being delivered.
     pub fn tipo(&self) -> &str {
         &self.tipo
+    }
+
+    /// The sending app's name, from the relay's [`Config`](crate::relay::Config); `None` in a
+    /// context built by hand without [`com_app`](Self::com_app). A `Destino` sends it as the
+    /// CloudEvents `ce-source`.
+    pub fn app(&self) -> Option<&str> {
+        self.app.as_deref()
     }
 
     /// The attempt number, 1 for the first delivery.
@@ -191,6 +209,7 @@ impl fmt::Debug for ContextoEnvio {
             .field("tipo", &self.tipo)
             .field("tentativa", &self.tentativa)
             .field("correlacao", &self.correlacao)
+            .field("app", &self.app)
             .finish_non_exhaustive()
     }
 }

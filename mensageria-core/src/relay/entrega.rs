@@ -306,6 +306,7 @@ async fn enviar(
     let ctx = ContextoEnvio::new(linha.id_mensagem, linha.tipo.clone())
         .com_tentativa(u32::try_from(linha.tentativas).unwrap_or(1))
         .com_correlacao(linha.correlacao.clone())
+        .com_app(config.app.clone())
         .com_recursos(recursos);
     let duplicar = config.ensaio.duplicar;
     let tarefa = tokio::spawn(
