@@ -742,3 +742,25 @@ async fn dois_recursos_do_mesmo_tipo_sao_um_erro_de_configuracao() {
     assert!(erro.contains("two resources of type"), "{erro}");
     db.descartar().await;
 }
+
+nos_dois_bancos! {
+    /// Start in any order: a relay started before the schema's owner waits for it, then delivers
+    /// what the owner's side enqueues once migrated.
+    async fn relay_iniciado_antes_do_dono_entrega_depois_da_migracao(db) {
+        let servidor = Servidor::iniciar().await;
+        let relay = Relay::new(db.pool.clone(), config("emissor").com_espera_pelo_schema(Duration::from_secs(20)))
+            .recurso(Destino::new(&servidor.url()).unwrap())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!relay.is_finished(), "the relay waits instead of ending");
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let id = enfileirar(&db.pool, &aviso(1)).await.unwrap();
+        esperar_saida_vazia(&db.pool, 20).await;
+        relay.shutdown(Duration::from_secs(5)).await;
+        let aceitas = servidor.aceitas_por_id();
+        assert_eq!(aceitas.keys().cloned().collect::<HashSet<_>>(), HashSet::from([id.to_string()]));
+        let mortas: i64 = sqlx::query_scalar(MORTAS).fetch_one(&db.pool).await.unwrap();
+        assert_eq!(mortas, 0);
+    }
+}

@@ -275,3 +275,36 @@ nos_dois_bancos! {
         assert_eq!(ids, esperados);
     }
 }
+
+/// A helper handed someone else's transaction, as a receptor is.
+async fn enfileirar_na_transacao_de_outro<DB: mensageria_core::Banco>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+) -> Result<uuid::Uuid, Erro> {
+    enfileirar(&mut *tx, &encerramento()).await
+}
+
+nos_dois_bancos! {
+    /// Every way of holding a transaction, a connection or the pool is accepted by the same
+    /// call, and what goes through a transaction commits or rolls back with it.
+    async fn enfileirar_aceita_transacao_conexao_e_pool(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let mut tx = db.pool.begin().await.unwrap();
+        enfileirar(&mut *tx, &encerramento()).await.unwrap(); // tx: Transaction
+        enfileirar(&mut tx, &encerramento()).await.unwrap();
+        enfileirar_na_transacao_de_outro(&mut tx).await.unwrap(); // tx: &mut Transaction
+        enfileirar_json(&mut tx, "teste.texto", &serde_json::json!({"texto": "t"})).await.unwrap();
+        tx.rollback().await.unwrap();
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_saida").await, 0, "rolled back with the transaction");
+
+        let mut tx = db.pool.begin().await.unwrap();
+        enfileirar(&mut *tx, &encerramento()).await.unwrap();
+        enfileirar_na_transacao_de_outro(&mut tx).await.unwrap();
+        tx.commit().await.unwrap();
+        let mut conexao = db.pool.acquire().await.unwrap();
+        enfileirar(&mut *conexao, &encerramento()).await.unwrap();
+        enfileirar(&mut conexao, &encerramento()).await.unwrap();
+        drop(conexao);
+        enfileirar(&db.pool, &encerramento()).await.unwrap();
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_saida").await, 5);
+    }
+}

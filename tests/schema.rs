@@ -1,6 +1,8 @@
 //! Schema ownership: `migrar` for the owner, `verificar_schema` for everybody else.
 
-use mensageria_core::{Erro, migrar, verificar_schema};
+use std::time::{Duration, Instant};
+
+use mensageria_core::{Erro, esperar_schema, migrar, verificar_schema};
 use mensageria_testes::{PgIsolado, nos_dois_bancos};
 
 nos_dois_bancos! {
@@ -95,4 +97,50 @@ async fn relay_de_receptor_puro_nao_toca_em_nada() {
             .await
             .unwrap();
     assert_eq!((tentativas, lease), (0, None));
+}
+
+nos_dois_bancos! {
+    /// Start in any order: the non-owner waits, the owner migrates 500 ms later, the wait ends
+    /// soon after (it polls at 100 ms doubling up to 2 s), long before its deadline.
+    async fn nao_dono_espera_o_dono_migrar(db) {
+        let dono = db.pool.clone();
+        let migracao = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            migrar(&dono).await.unwrap();
+        });
+        let inicio = Instant::now();
+        let versao = esperar_schema(&db.pool, Duration::from_secs(20)).await.unwrap();
+        let esperou = inicio.elapsed();
+        migracao.await.unwrap();
+        assert_eq!(versao.aplicada, versao.esperada);
+        assert!(esperou >= Duration::from_millis(500), "returned before the owner migrated: {esperou:?}");
+        assert!(esperou < Duration::from_secs(3), "took {esperou:?} for a schema ready after 500 ms");
+    }
+}
+
+nos_dois_bancos! {
+    /// No owner: the wait is bounded and ends with the error that says what to do.
+    async fn sem_dono_a_espera_termina_no_prazo_com_schema_ausente(db) {
+        let inicio = Instant::now();
+        let erro = esperar_schema(&db.pool, Duration::from_millis(300)).await.unwrap_err();
+        let esperou = inicio.elapsed();
+        assert!(matches!(erro, Erro::SchemaAusente { .. }), "{erro:?}");
+        assert!(format!("{erro:?}").contains("migrar"), "{erro:?}");
+        assert!(esperou >= Duration::from_millis(300), "gave up early: {esperou:?}");
+        assert!(esperou < Duration::from_secs(2), "overran its deadline: {esperou:?}");
+        assert!(
+            sqlx::query("SELECT 1 FROM mensageria_saida").fetch_all(&db.pool).await.is_err(),
+            "waiting must never migrate"
+        );
+    }
+}
+
+nos_dois_bancos! {
+    /// A schema already in place: no wait at all.
+    async fn schema_pronto_nao_espera(db) {
+        migrar(&db.pool).await.unwrap();
+        let inicio = Instant::now();
+        esperar_schema(&db.pool, Duration::from_secs(20)).await.unwrap();
+        assert!(inicio.elapsed() < Duration::from_millis(500), "{:?}", inicio.elapsed());
+    }
 }

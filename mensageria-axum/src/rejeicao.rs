@@ -80,3 +80,24 @@ impl From<mensageria_core::sqlx::Error> for Rejeicao {
         }
     }
 }
+
+/// `?` on [`mensageria_core::enfileirar`] inside a receptor (a reply enqueued in the receptor's
+/// transaction) just works: a database error is judged as above; a reply that can never be
+/// enqueued (over the payload limit, not serializable, an invalid tipo) is permanent; anything
+/// else (the schema missing or older than this build, no enviador for the reply's tipo in this
+/// binary) is this service's setup, temporary: the sender retries until it is fixed.
+impl From<mensageria_core::Erro> for Rejeicao {
+    fn from(erro: mensageria_core::Erro) -> Self {
+        use mensageria_core::Erro;
+        match erro {
+            Erro::Banco(fonte) => fonte.into(),
+            erro @ (Erro::PayloadGrande { .. }
+            | Erro::Serializacao { .. }
+            | Erro::TipoInvalido { .. }) => Self::permanente(erro),
+            erro => {
+                tracing::warn!(error = %erro, "mensageria receptor: could not apply the event");
+                Self::temporaria(erro)
+            }
+        }
+    }
+}

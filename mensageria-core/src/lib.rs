@@ -5,7 +5,8 @@
 //! - [`saida`]: the saída (transactional outbox) and [`enfileirar`].
 //! - [`enviador`](mod@enviador): the [`Enviador`] contract, [`ContextoEnvio`] and [`FalhaEnvio`].
 //! - [`registro`]: the link-time [`Registro`] of enviadores.
-//! - [`schema`]: [`migrar`] for the schema's owner and [`verificar_schema`] for the others.
+//! - [`schema`]: [`migrar`] for the schema's owner, [`verificar_schema`] and [`esperar_schema`]
+//!   for the others.
 //! - [`banco`]: the stores ([`Banco`] for PostgreSQL and SQLite).
 //! - [`relay`]: the [`Relay`](relay::Relay) that delivers the saída, at least once.
 //! - [`destino`]: the HTTP [`Destino`] enviadores post to (feature `http`).
@@ -75,8 +76,8 @@ pub use erro::Erro;
 /// `Send`.
 pub use mensageria_macros::enviador;
 pub use registro::{EnviadorRegistrado, Registro};
-pub use saida::{LIMITE_PAYLOAD_PADRAO, Saida, enfileirar, enfileirar_json};
-pub use schema::{VersaoSchema, migrar, verificar_schema};
+pub use saida::{Conexao, LIMITE_PAYLOAD_PADRAO, Saida, enfileirar, enfileirar_json};
+pub use schema::{VersaoSchema, esperar_schema, migrar, verificar_schema};
 
 /// Re-exported so applications use the same sqlx as mensageria.
 pub use sqlx;

@@ -33,39 +33,88 @@
 //! ```
 
 use serde::Serialize;
-use sqlx::Executor;
 use uuid::Uuid;
 
 use crate::banco::NovaMensagem;
-use crate::{Banco, Enviador, Erro, Registro, correlacao};
+use crate::banco::interno::ConexaoInterna;
+use crate::{Enviador, Erro, Registro, correlacao};
+
+/// What [`enfileirar`] writes through: the caller's transaction, a connection or the pool, on
+/// PostgreSQL or SQLite.
+///
+/// | you have | pass | the row commits |
+/// |---|---|---|
+/// | `tx: Transaction<'_, DB>` (from `pool.begin()`) | `&mut *tx` or `&mut tx` | with `tx` |
+/// | `tx: &mut Transaction<'_, DB>` (a receptor's, a helper's) | `&mut *tx` (or `tx`, which moves the reference) | with `tx` |
+/// | `conexao: PoolConnection<DB>` | `&mut *conexao` or `&mut conexao` | at once, or with its open transaction |
+/// | `&mut PgConnection` / `&mut SqliteConnection` | itself | likewise |
+/// | `pool: Pool<DB>` | `&pool` | at once, on its own |
+///
+/// So the same `enfileirar(&mut *tx, &evento)` works in a handler that began the transaction
+/// and in a receptor that was handed it. Sealed: implemented for the types above only (an
+/// `sqlx::Executor` of your own is not accepted).
+///
+/// ```
+/// use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar, enviador};
+/// use mensageria_core::sqlx::{Sqlite, Transaction};
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct Reserva { pedido: i64 }
+/// # #[enviador(tipo = "estoque.reservado")]
+/// # async fn enviar(_: Reserva, _: &ContextoEnvio) -> Result<(), FalhaEnvio> { Ok(()) }
+///
+/// // A function handed someone else's transaction (as a receptor is):
+/// async fn reservar(tx: &mut Transaction<'_, Sqlite>, pedido: i64) -> Result<(), mensageria_core::Erro> {
+///     enfileirar(&mut *tx, &Reserva { pedido }).await?;
+///     Ok(())
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mensageria_core::Erro> {
+/// let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// mensageria_core::migrar(&pool).await?;
+/// let mut tx = pool.begin().await?;
+/// reservar(&mut tx, 7).await?;
+/// enfileirar(&mut *tx, &Reserva { pedido: 8 }).await?;
+/// tx.commit().await?;
+/// enfileirar(&pool, &Reserva { pedido: 9 }).await?;
+/// let mut conexao = pool.acquire().await?;
+/// enfileirar(&mut *conexao, &Reserva { pedido: 10 }).await?;
+/// # Ok(()) }
+/// ```
+#[doc(alias = "executor")]
+#[diagnostic::on_unimplemented(
+    message = "`enfileirar` cannot write through `{Self}`",
+    label = "not a transaction, connection or pool of PostgreSQL or SQLite",
+    note = "pass the transaction (`&mut *tx`), a connection (`&mut *conexao`) or the pool (`&pool`)"
+)]
+pub trait Conexao: ConexaoInterna {}
+
+impl<C: ConexaoInterna> Conexao for C {}
 
 /// The largest serialized payload accepted by default: 1 MiB.
 pub const LIMITE_PAYLOAD_PADRAO: usize = 1024 * 1024;
 
-/// Enqueues `payload` through `executor` (usually `&mut *tx`, the caller's transaction) with the
-/// default [`Saida`]; returns the message id. Compiles only for payload types that have an
+/// Enqueues `payload` through `conexao` (usually `&mut *tx`, the caller's transaction, whether
+/// `tx` is a `Transaction` or a `&mut Transaction`: see [`Conexao`]) with the default
+/// [`Saida`]; returns the message id. Compiles only for payload types that have an
 /// `#[enviador]`.
-pub async fn enfileirar<'e, E, DB, T>(executor: E, payload: &T) -> Result<Uuid, Erro>
+pub async fn enfileirar<C, T>(conexao: C, payload: &T) -> Result<Uuid, Erro>
 where
-    E: Executor<'e, Database = DB>,
-    DB: Banco,
+    C: Conexao,
     T: Enviador,
 {
-    Saida::new().enfileirar(executor, payload).await
+    Saida::new().enfileirar(conexao, payload).await
 }
 
 /// Enqueues a JSON payload whose tipo comes from data, with the default [`Saida`]. Fails before
 /// writing anything when no enviador of this binary handles `tipo`.
-pub async fn enfileirar_json<'e, E, DB>(
-    executor: E,
+pub async fn enfileirar_json<C>(
+    conexao: C,
     tipo: &str,
     payload: &serde_json::Value,
 ) -> Result<Uuid, Erro>
 where
-    E: Executor<'e, Database = DB>,
-    DB: Banco,
+    C: Conexao,
 {
-    Saida::new().enfileirar_json(executor, tipo, payload).await
+    Saida::new().enfileirar_json(conexao, tipo, payload).await
 }
 
 /// The saída with its settings.
@@ -104,26 +153,24 @@ impl Saida {
         self.limite_payload
     }
 
-    /// Enqueues `payload` through `executor`; see [`enfileirar`].
-    pub async fn enfileirar<'e, E, DB, T>(&self, executor: E, payload: &T) -> Result<Uuid, Erro>
+    /// Enqueues `payload` through `conexao`; see [`enfileirar`].
+    pub async fn enfileirar<C, T>(&self, conexao: C, payload: &T) -> Result<Uuid, Erro>
     where
-        E: Executor<'e, Database = DB>,
-        DB: Banco,
+        C: Conexao,
         T: Enviador,
     {
-        self.gravar(executor, T::TIPO, payload).await
+        self.gravar(conexao, T::TIPO, payload).await
     }
 
     /// Enqueues a JSON payload of a tipo known only at run time; see [`enfileirar_json`].
-    pub async fn enfileirar_json<'e, E, DB>(
+    pub async fn enfileirar_json<C>(
         &self,
-        executor: E,
+        conexao: C,
         tipo: &str,
         payload: &serde_json::Value,
     ) -> Result<Uuid, Erro>
     where
-        E: Executor<'e, Database = DB>,
-        DB: Banco,
+        C: Conexao,
     {
         let registro = Registro::global();
         if registro.enviador(tipo).is_none() {
@@ -132,13 +179,12 @@ impl Saida {
                 registrados: registro.tipos().to_vec(),
             });
         }
-        self.gravar(executor, tipo, payload).await
+        self.gravar(conexao, tipo, payload).await
     }
 
-    async fn gravar<'e, E, DB, T>(&self, executor: E, tipo: &str, payload: &T) -> Result<Uuid, Erro>
+    async fn gravar<C, T>(&self, conexao: C, tipo: &str, payload: &T) -> Result<Uuid, Erro>
     where
-        E: Executor<'e, Database = DB>,
-        DB: Banco,
+        C: Conexao,
         T: Serialize + ?Sized,
     {
         let json = serde_json::to_string(payload).map_err(|fonte| Erro::Serializacao {
@@ -154,16 +200,14 @@ impl Saida {
         }
         let id_mensagem = Uuid::now_v7();
         let correlacao = correlacao::atual();
-        DB::inserir_na_saida(
-            executor,
-            NovaMensagem {
+        conexao
+            .inserir(NovaMensagem {
                 id_mensagem,
                 tipo,
                 payload: &json,
                 correlacao: correlacao.as_deref(),
-            },
-        )
-        .await?;
+            })
+            .await?;
         tracing::debug!(%id_mensagem, tipo, bytes = json.len(), "mensageria: enqueued");
         metrics::counter!("mensageria_enqueued_total", "tipo" => tipo.to_owned()).increment(1);
         crate::relay::acordar();

@@ -3,15 +3,25 @@
 //! On a schema shared by several apps exactly one app owns the mensageria tables: it calls
 //! [`migrar`] at start. Every other app calls [`verificar_schema`], which never changes anything
 //! and fails with a message that says what is missing and who must fix it (two migrators on one
-//! table collide at boot).
+//! table collide at boot). An app that may start before the owner calls
+//! [`esperar_schema`] instead: the same check, retried for a bounded time.
 //!
 //! Migrations are recorded in `_mensageria_migrations`, never in the application's own
 //! `_sqlx_migrations`, and go into the first schema of the connection's `search_path` on
 //! PostgreSQL.
 
+use std::time::Duration;
+
 use sqlx::Pool;
+use tokio::time::Instant;
 
 use crate::{Banco, Erro};
+
+/// The first pause of [`esperar_schema`] between two checks; it doubles up to
+/// [`ESPERA_MAXIMA`].
+const ESPERA_INICIAL: Duration = Duration::from_millis(100);
+/// The longest pause of [`esperar_schema`] between two checks.
+const ESPERA_MAXIMA: Duration = Duration::from_secs(2);
 
 /// The schema versions found by [`verificar_schema`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,5 +64,75 @@ pub async fn verificar_schema<DB: Banco>(pool: &Pool<DB>) -> Result<VersaoSchema
             Err(Erro::SchemaDesatualizado { aplicada, esperada })
         }
         Some(aplicada) => Ok(VersaoSchema { aplicada, esperada }),
+    }
+}
+
+/// [`verificar_schema`], retried until it succeeds or `prazo` has passed: what an app that does
+/// not own the schema calls at start when it may come up before the owner (containers started
+/// together, a deployment that upgrades the owner at the same time).
+///
+/// Retries while the schema is missing ([`Erro::SchemaAusente`]), older than this build
+/// ([`Erro::SchemaDesatualizado`]: the owner may be upgrading it right now) or the database
+/// cannot be reached ([`Erro::Banco`]), checking after 100 ms, then doubling the pause up to
+/// 2 s. Logs one INFO line when it starts waiting (with the reason as `error` and `limite_ms`)
+/// and one when the schema is ready (`fora_por_ms`: how long it waited); nothing when the schema
+/// is ready at once. After `prazo` it returns the last error, whose text says who must do what.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mensageria_core::Erro> {
+/// use std::time::Duration;
+///
+/// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// // Nobody migrated: the wait ends after its deadline with the explanation.
+/// let erro = mensageria_core::esperar_schema(&pool, Duration::from_millis(50)).await.unwrap_err();
+/// assert!(matches!(erro, mensageria_core::Erro::SchemaAusente { .. }));
+///
+/// mensageria_core::migrar(&pool).await?; // the owner's job
+/// let versao = mensageria_core::esperar_schema(&pool, Duration::from_secs(30)).await?;
+/// assert_eq!(versao.aplicada, versao.esperada);
+/// # Ok(()) }
+/// ```
+#[doc(alias = "wait_for_schema")]
+pub async fn esperar_schema<DB: Banco>(
+    pool: &Pool<DB>,
+    prazo: Duration,
+) -> Result<VersaoSchema, Erro> {
+    let inicio = Instant::now();
+    let mut pausa = ESPERA_INICIAL;
+    let mut esperando = false;
+    loop {
+        let erro = match verificar_schema(pool).await {
+            Ok(versao) => {
+                if esperando {
+                    tracing::info!(
+                        aplicada = versao.aplicada,
+                        esperada = versao.esperada,
+                        fora_por_ms = inicio.elapsed().as_millis() as u64,
+                        "mensageria: the schema is ready; starting"
+                    );
+                }
+                return Ok(versao);
+            }
+            Err(
+                erro @ (Erro::SchemaAusente { .. }
+                | Erro::SchemaDesatualizado { .. }
+                | Erro::Banco(_)),
+            ) => erro,
+            Err(outro) => return Err(outro),
+        };
+        let passou = inicio.elapsed();
+        if passou >= prazo {
+            return Err(erro);
+        }
+        if !esperando {
+            esperando = true;
+            tracing::info!(
+                error = %erro,
+                limite_ms = prazo.as_millis() as u64,
+                "mensageria: waiting for the owner of the schema to run `migrar`"
+            );
+        }
+        tokio::time::sleep(pausa.min(prazo - passou)).await;
+        pausa = (pausa * 2).min(ESPERA_MAXIMA);
     }
 }

@@ -29,7 +29,7 @@ impl Banco for sqlx::Postgres {}
 #[cfg(feature = "sqlite")]
 impl Banco for sqlx::Sqlite {}
 
-pub(crate) use interno::{BancoInterno, NovaMensagem, Pedido, Reivindicada};
+pub(crate) use interno::{BancoInterno, ConexaoDoBanco, NovaMensagem, Pedido, Reivindicada};
 
 /// What the stores do, one method per statement (or transaction). Crate-private: users name
 /// [`Banco`] as a bound; the operations they may call are the documented functions of
@@ -49,6 +49,34 @@ pub(crate) mod interno {
 
     /// The transaction that holds the leader's advisory lock (see `liderar`).
     pub(crate) type Lideranca<DB> = sqlx::Transaction<'static, DB>;
+
+    /// A backend's own connection (`PgConnection`, `SqliteConnection`): where every way of
+    /// writing to the saída ends. Implemented next to the backend's SQL.
+    pub trait ConexaoDoBanco {
+        /// Inserts one row into the saída on this connection (in its transaction, if any).
+        fn inserir<'m>(
+            &'m mut self,
+            mensagem: NovaMensagem<'m>,
+        ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>>;
+    }
+
+    /// What [`crate::saida::Conexao`] is made of: one way to reach a [`ConexaoDoBanco`] (a
+    /// connection, a transaction by reference, a pooled connection, the pool).
+    #[diagnostic::on_unimplemented(
+        message = "`enfileirar` cannot write through `{Self}`",
+        label = "not a transaction, connection or pool of PostgreSQL or SQLite",
+        note = "pass the transaction (`&mut *tx`), a connection (`&mut *conexao`) or the pool (`&pool`)"
+    )]
+    pub trait ConexaoInterna {
+        /// Inserts one row into the saída through this connection. Boxed, like
+        /// [`BancoInterno::inserir_na_saida`], so the caller's future stays `Send`.
+        fn inserir<'m>(
+            self,
+            mensagem: NovaMensagem<'m>,
+        ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>>
+        where
+            Self: 'm;
+    }
 
     /// A row about to enter the saída.
     #[derive(Debug)]
@@ -106,7 +134,7 @@ pub(crate) mod interno {
 
     /// The store's statements. Implemented in `postgres.rs` and `sqlite.rs`, which hold every
     /// SQL string of their backend.
-    pub trait BancoInterno: sqlx::Database {
+    pub trait BancoInterno: sqlx::Database<Connection: ConexaoDoBanco> {
         /// Applies the migrations that are missing. See [`crate::migrar`].
         fn migrar(
             pool: &Pool<Self>,
@@ -335,4 +363,55 @@ pub(crate) mod interno {
 /// The newest version in a migrator.
 fn ultima_versao(migrador: &sqlx::migrate::Migrator) -> i64 {
     migrador.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// The boxed future of one insert into the saída.
+type Insercao<'m> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), sqlx::Error>> + Send + 'm>>;
+
+/// A backend connection (`&mut *tx` on a `Transaction`, `&mut *conexao` on a pooled one, or a
+/// bare `&mut PgConnection`/`&mut SqliteConnection`).
+impl<C: ConexaoDoBanco> interno::ConexaoInterna for &mut C {
+    fn inserir<'m>(self, mensagem: NovaMensagem<'m>) -> Insercao<'m>
+    where
+        Self: 'm,
+    {
+        C::inserir(self, mensagem)
+    }
+}
+
+/// A transaction by reference: `&mut tx`, and `&mut *tx` where `tx: &mut Transaction` (a
+/// receptor's transaction).
+impl<DB: Banco> interno::ConexaoInterna for &mut sqlx::Transaction<'_, DB> {
+    fn inserir<'m>(self, mensagem: NovaMensagem<'m>) -> Insercao<'m>
+    where
+        Self: 'm,
+    {
+        let conexao: &mut DB::Connection = std::ops::DerefMut::deref_mut(self);
+        ConexaoDoBanco::inserir(conexao, mensagem)
+    }
+}
+
+/// A pooled connection by reference (`&mut conexao`).
+impl<DB: Banco> interno::ConexaoInterna for &mut sqlx::pool::PoolConnection<DB> {
+    fn inserir<'m>(self, mensagem: NovaMensagem<'m>) -> Insercao<'m>
+    where
+        Self: 'm,
+    {
+        let conexao: &mut DB::Connection = std::ops::DerefMut::deref_mut(self);
+        ConexaoDoBanco::inserir(conexao, mensagem)
+    }
+}
+
+/// The pool: one connection, one statement, committed on its own (outside any transaction).
+impl<DB: Banco> interno::ConexaoInterna for &sqlx::Pool<DB> {
+    fn inserir<'m>(self, mensagem: NovaMensagem<'m>) -> Insercao<'m>
+    where
+        Self: 'm,
+    {
+        Box::pin(async move {
+            let mut conexao = sqlx::Acquire::acquire(self).await?;
+            ConexaoDoBanco::inserir(&mut *conexao, mensagem).await
+        })
+    }
 }

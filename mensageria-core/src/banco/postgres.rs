@@ -49,6 +49,15 @@ static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     migrador
 });
 
+impl super::ConexaoDoBanco for sqlx::PgConnection {
+    fn inserir<'m>(
+        &'m mut self,
+        mensagem: NovaMensagem<'m>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>> {
+        <Postgres as BancoInterno>::inserir_na_saida(self, mensagem)
+    }
+}
+
 impl BancoInterno for Postgres {
     async fn migrar(pool: &PgPool) -> Result<(), MigrateError> {
         MIGRADOR.run(pool).await

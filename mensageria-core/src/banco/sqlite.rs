@@ -52,6 +52,15 @@ pub async fn abrir(caminho: impl AsRef<Path>) -> Result<SqlitePool, sqlx::Error>
         .await
 }
 
+impl super::ConexaoDoBanco for sqlx::SqliteConnection {
+    fn inserir<'m>(
+        &'m mut self,
+        mensagem: NovaMensagem<'m>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'm>> {
+        <Sqlite as BancoInterno>::inserir_na_saida(self, mensagem)
+    }
+}
+
 impl BancoInterno for Sqlite {
     async fn migrar(pool: &SqlitePool) -> Result<(), MigrateError> {
         MIGRADOR.run(pool).await

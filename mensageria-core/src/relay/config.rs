@@ -51,6 +51,7 @@ pub struct Config {
     pub(crate) varredura_completa: Duration,
     pub(crate) notificacoes: bool,
     pub(crate) acordar_no_processo: bool,
+    pub(crate) espera_pelo_schema: Option<Duration>,
     pub(crate) ensaio: super::Ensaio,
 }
 
@@ -82,6 +83,7 @@ impl Config {
             varredura_completa: Duration::from_secs(30),
             notificacoes: false,
             acordar_no_processo: true,
+            espera_pelo_schema: None,
             ensaio: super::Ensaio::new(),
         }
     }
@@ -251,6 +253,21 @@ impl Config {
     /// only polls: for measuring polling latency, or to pace a relay by its poll alone.
     pub fn com_acordar_no_processo(mut self, acordar: bool) -> Self {
         self.acordar_no_processo = acordar;
+        self
+    }
+
+    /// Before its first claim, waits up to `prazo` for the schema's owner to run
+    /// [`migrar`](crate::migrar) (see [`esperar_schema`](crate::esperar_schema): one INFO line
+    /// when it starts waiting, one when the schema is ready), so a non-owner app may start
+    /// before the owner. Off by default: the relay then starts claiming at once (the owner's
+    /// relay, which runs after `migrar`, needs no wait).
+    ///
+    /// The wait runs in the relay's task: [`Relay::spawn`](super::Relay::spawn) returns at once.
+    /// If the schema is still not ready after `prazo`, the relay logs the reason at ERROR and
+    /// starts anyway; its claims then fail and are retried with backoff (one WARN per 30 s)
+    /// until the owner migrates, and nothing is lost meanwhile.
+    pub fn com_espera_pelo_schema(mut self, prazo: Duration) -> Self {
+        self.espera_pelo_schema = Some(prazo);
         self
     }
 

@@ -152,7 +152,8 @@ impl<DB: Banco> Relay<DB> {
     /// Fails when the registry is inconsistent (a tipo registered by two crates) or the
     /// configuration does not hang together. With no enviador registered (a pure receiver) the
     /// relay says so once and idles harmlessly; with `MENSAGERIA_RELAY_ENABLED=false` it does not
-    /// start at all.
+    /// start at all. With [`Config::com_espera_pelo_schema`] it first waits (in its task) for
+    /// the schema's owner to migrate.
     pub fn spawn(self) -> Result<RelayHandle, Erro> {
         Registro::global().validar()?;
         self.motor.config.validar()?;
@@ -162,7 +163,25 @@ impl<DB: Banco> Relay<DB> {
         let tarefa = if self.motor.config.habilitado {
             let motor = self.motor;
             let token = cancelar.clone();
-            Some(tokio::spawn(async move { motor.rodar(token).await }))
+            Some(tokio::spawn(async move {
+                if let Some(prazo) = motor.config.espera_pelo_schema {
+                    tokio::select! {
+                        _ = token.cancelled() => return Duration::ZERO,
+                        pronto = crate::esperar_schema(&motor.pool, prazo) => {
+                            if let Err(erro) = pronto {
+                                tracing::error!(
+                                    app = %motor.config.app,
+                                    error = %erro,
+                                    limite_ms = prazo.as_millis() as u64,
+                                    "mensageria relay: the schema is still not ready; starting \
+                                     anyway and retrying with backoff until it is"
+                                );
+                            }
+                        }
+                    }
+                }
+                motor.rodar(token).await
+            }))
         } else {
             tracing::info!(
                 app = %self.motor.config.app,

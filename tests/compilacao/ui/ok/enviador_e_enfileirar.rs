@@ -37,6 +37,23 @@ async fn gravar(pg: &sqlx::PgPool, lite: &sqlx::SqlitePool) -> Result<(), mensag
     Ok(())
 }
 
+// A transaction handed by reference (as a receptor's is): the same `&mut *tx`, and the future
+// stays `Send` (it can be spawned).
+async fn responder(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>) -> Result<(), mensageria_core::Erro> {
+    mensageria_core::enfileirar(&mut *tx, &Encerramento { chave_mdfe: "2".into() }).await?;
+    Ok(())
+}
+
+fn exige_send<F: std::future::Future + Send>(_: F) {}
+
 fn main() {
     let _ = gravar;
+    let _ = responder;
+    exige_send(async {
+        let pool = sqlx::PgPool::connect_lazy("postgres://x@127.0.0.1/x").unwrap();
+        let mut tx = pool.begin().await.unwrap();
+        let _ = responder(&mut tx).await;
+        let _ = mensageria_core::enfileirar(&mut tx, &Encerramento { chave_mdfe: "3".into() }).await;
+        let _ = mensageria_core::enfileirar(&pool, &Encerramento { chave_mdfe: "4".into() }).await;
+    });
 }
