@@ -29,6 +29,14 @@ impl Banco for sqlx::Postgres {}
 #[cfg(feature = "sqlite")]
 impl Banco for sqlx::Sqlite {}
 
+/// Attempts per tipo in the saída: the same statement on both backends.
+const SQL_TENTATIVAS: &str = "SELECT tipo, CAST(tentativas AS BIGINT), CAST(count(*) AS BIGINT) \
+     FROM mensageria_saida GROUP BY tipo, tentativas ORDER BY tipo, tentativas";
+
+/// Dead letters per tipo: the same statement on both backends.
+const SQL_MORTAS_POR_TIPO: &str = "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
+     GROUP BY tipo ORDER BY tipo";
+
 pub(crate) use interno::{BancoInterno, ConexaoDoBanco, NovaMensagem, Pedido, Reivindicada};
 
 /// What the stores do, one method per statement (or transaction). Crate-private: users name

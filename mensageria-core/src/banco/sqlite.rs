@@ -511,22 +511,16 @@ impl BancoInterno for Sqlite {
     }
 
     async fn tentativas(pool: &SqlitePool) -> Result<Vec<TentativasDoTipo>, sqlx::Error> {
-        let linhas: Vec<linhas::LinhaTentativas> = sqlx::query_as(
-            "SELECT tipo, CAST(tentativas AS BIGINT), CAST(count(*) AS BIGINT) \
-             FROM mensageria_saida GROUP BY tipo, tentativas ORDER BY tipo, tentativas",
-        )
-        .fetch_all(pool)
-        .await?;
+        let linhas: Vec<linhas::LinhaTentativas> = sqlx::query_as(super::SQL_TENTATIVAS)
+            .fetch_all(pool)
+            .await?;
         Ok(linhas::tentativas(linhas))
     }
 
     async fn mortas_por_tipo(pool: &SqlitePool) -> Result<Vec<MortasDoTipo>, sqlx::Error> {
-        let linhas: Vec<linhas::LinhaMortas> = sqlx::query_as(
-            "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
-             GROUP BY tipo ORDER BY tipo",
-        )
-        .fetch_all(pool)
-        .await?;
+        let linhas: Vec<linhas::LinhaMortas> = sqlx::query_as(super::SQL_MORTAS_POR_TIPO)
+            .fetch_all(pool)
+            .await?;
         Ok(linhas::mortas_por_tipo(linhas))
     }
 
