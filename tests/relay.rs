@@ -497,6 +497,114 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
     db.descartar().await;
 }
 
+/// Sequential and index scans of `mensageria_saida` so far, with this connection's pending
+/// counts flushed first (PostgreSQL flushes a backend's statistics when it goes idle, and
+/// `pg_stat_force_next_flush` makes that flush unconditional).
+async fn varreduras_da_saida(pool: &sqlx::PgPool) -> (i64, i64) {
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query_as(
+        "SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_user_tables \
+         WHERE relid = 'mensageria_saida'::regclass",
+    )
+    .persistent(false)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// The plan trap, for every statement the relay runs per message on PostgreSQL. On a saída that
+/// was analyzed while nearly empty, each statement runs eight times on one connection (a
+/// prepared statement switches to its cached generic plan after five: a sequential scan, the
+/// cheapest plan of a three-row table); then the backlog grows to 20,000 rows before any new
+/// ANALYZE (autovacuum may take a minute to come). Run once more, each statement must still
+/// probe an index: no sequential scan of the saída (the scan counts must move: the statistics
+/// were read after the statement).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
+    use mensageria_core::teste::reivindicacao as r;
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    // One connection: the relay's statements and the statistics reads share its plan cache.
+    let pool = db.outro_pool(1).await;
+    let inserir = |n: i32| {
+        sqlx::query(
+            "INSERT INTO mensageria_saida (id_mensagem, tipo, payload) \
+             SELECT gen_random_uuid(), 'teste.aviso', '{}' FROM generate_series(1, $1) g",
+        )
+        .bind(n)
+    };
+    inserir(3).execute(&pool).await.unwrap();
+    sqlx::query("ANALYZE mensageria_saida")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let tipos = ["teste.aviso"];
+    let pedido = |token: i64| r::Pedido {
+        tipos: &tipos,
+        pisos_ms: &[0],
+        lote: 1,
+        lease_ms: 60_000,
+        dono: "r",
+        token,
+    };
+    // Settlements fenced by a token no row holds: they find their row and change nothing.
+    let fenced = [(1_i64, -1_i64), (2, -1)];
+    for token in 1..=8 {
+        r::reivindicar(&pool, pedido(token)).await.unwrap();
+        r::confirmar_lote(&pool, &fenced).await.unwrap();
+        r::renovar_leases(&pool, &fenced, 60_000).await.unwrap();
+        r::reagendar(&pool, 1, -1, 1000, "x", true).await.unwrap();
+        r::matar(&pool, 1, -1, "x", "app").await.unwrap();
+        r::liberar(&pool, 1, -1).await.unwrap();
+    }
+    sqlx::query("UPDATE mensageria_saida SET proxima_tentativa_em = now(), lease_token = NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    inserir(20_000).execute(&pool).await.unwrap();
+
+    let mut varreram = Vec::new();
+    for nome in [
+        "reivindicar",
+        "confirmar_lote",
+        "renovar_leases",
+        "reagendar",
+        "matar",
+        "liberar",
+    ] {
+        let (seq_antes, idx_antes) = varreduras_da_saida(&pool).await;
+        match nome {
+            "reivindicar" => assert_eq!(r::reivindicar(&pool, pedido(100)).await.unwrap().len(), 1),
+            "confirmar_lote" => {
+                assert!(r::confirmar_lote(&pool, &fenced).await.unwrap().is_empty())
+            }
+            "renovar_leases" => {
+                assert_eq!(r::renovar_leases(&pool, &fenced, 60_000).await.unwrap(), 0)
+            }
+            "reagendar" => assert!(!r::reagendar(&pool, 1, -1, 1000, "x", true).await.unwrap()),
+            "matar" => assert!(!r::matar(&pool, 1, -1, "x", "app").await.unwrap()),
+            _ => assert!(!r::liberar(&pool, 1, -1).await.unwrap()),
+        }
+        let (seq_depois, idx_depois) = varreduras_da_saida(&pool).await;
+        assert!(
+            idx_depois > idx_antes || seq_depois > seq_antes,
+            "{nome}: the statistics did not move"
+        );
+        if seq_depois > seq_antes {
+            varreram.push(nome);
+        }
+    }
+    assert!(
+        varreram.is_empty(),
+        "statements that scanned the whole saída with a plan cached while it was small: {varreram:?}"
+    );
+    pool.close().await;
+    db.descartar().await;
+}
+
 #[tokio::test]
 async fn relay_de_receptor_puro_e_no_op_e_desligado_nem_inicia() {
     // This binary has enviadores, so exercise the disabled switch here; the pure-receiver

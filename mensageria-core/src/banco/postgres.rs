@@ -43,6 +43,35 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
          (extract(epoch FROM now() - s.criada_em) * 1000)::int8, \
          (extract(epoch FROM alvo.devida_em) * 1000)::int8";
 
+/// The group-committed ack: deletes the delivered rows whose lease token is still the one the
+/// delivery held; a primary-key probe per row.
+///
+/// Every statement of the relay that touches the saída row by row (this one, [`SQL_RENOVAR`],
+/// [`SQL_REAGENDAR`], `matar`, `liberar`, and the claim) is sent unprepared (`persistent(false)`)
+/// and so planned with its real parameters on the table as it is: the saída is often empty, and
+/// a prepared statement's generic plan, made after five runs while it was, is a sequential scan
+/// that the connection keeps as the backlog grows, until the next autoanalyze (up to a
+/// minute of naptime later). Planning a probe costs tens of microseconds; the trap cost
+/// milliseconds per statement (`tests/relay.rs`, `plano_generico_*`).
+pub(crate) const SQL_CONFIRMAR: &str = "DELETE FROM mensageria_saida s \
+     WHERE s.id = ANY($1::bigint[]) \
+       AND s.lease_token = ($2::bigint[])[array_position($1::bigint[], s.id)] \
+     RETURNING s.id";
+
+/// Lease renewal of the deliveries in flight (every lease/4), fenced by token.
+pub(crate) const SQL_RENOVAR: &str = "UPDATE mensageria_saida s SET \
+         lease_ate = now() + make_interval(secs => $3::float8 / 1000), \
+         proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000) \
+     WHERE s.id = ANY($1::bigint[]) \
+       AND s.lease_token = ($2::bigint[])[array_position($1::bigint[], s.id)]";
+
+/// A retry: the row's next attempt in `$3` ms, fenced by token (a primary-key probe).
+pub(crate) const SQL_REAGENDAR: &str = "UPDATE mensageria_saida SET \
+         proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000), \
+         tentativas = CASE WHEN $5 THEN tentativas ELSE greatest(tentativas - 1, 0) END, \
+         ultimo_erro = $4, lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
+     WHERE id = $1 AND lease_token = $2";
+
 static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrador = sqlx::migrate!("migrations/postgres");
     migrador.dangerous_set_table_name(TABELA_MIGRACOES);
@@ -166,15 +195,12 @@ impl BancoInterno for Postgres {
 
     async fn confirmar_lote(pool: &PgPool, pares: &[(i64, i64)]) -> Result<Vec<i64>, sqlx::Error> {
         let (ids, tokens): (Vec<i64>, Vec<i64>) = pares.iter().copied().unzip();
-        sqlx::query_scalar(
-            "DELETE FROM mensageria_saida s \
-             USING unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
-             WHERE s.id = c.id AND s.lease_token = c.token RETURNING s.id",
-        )
-        .bind(ids)
-        .bind(tokens)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(SQL_CONFIRMAR)
+            .persistent(false)
+            .bind(ids)
+            .bind(tokens)
+            .fetch_all(pool)
+            .await
     }
 
     async fn reagendar(
@@ -185,20 +211,15 @@ impl BancoInterno for Postgres {
         erro: &str,
         contar: bool,
     ) -> Result<bool, sqlx::Error> {
-        let r = sqlx::query(
-            "UPDATE mensageria_saida SET \
-                 proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000), \
-                 tentativas = CASE WHEN $5 THEN tentativas ELSE greatest(tentativas - 1, 0) END, \
-                 ultimo_erro = $4, lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
-             WHERE id = $1 AND lease_token = $2",
-        )
-        .bind(id)
-        .bind(token)
-        .bind(atraso_ms)
-        .bind(erro)
-        .bind(contar)
-        .execute(pool)
-        .await?;
+        let r = sqlx::query(SQL_REAGENDAR)
+            .persistent(false)
+            .bind(id)
+            .bind(token)
+            .bind(atraso_ms)
+            .bind(erro)
+            .bind(contar)
+            .execute(pool)
+            .await?;
         Ok(r.rows_affected() == 1)
     }
 
@@ -208,22 +229,13 @@ impl BancoInterno for Postgres {
         lease_ms: i64,
     ) -> Result<u64, sqlx::Error> {
         let (ids, tokens): (Vec<i64>, Vec<i64>) = pares.iter().copied().unzip();
-        // Not prepared: a generic plan made while the saída was small (hash join over a
-        // sequential scan) would stay with the connection as the backlog grows; planned per
-        // call it is one primary-key probe per row.
-        let r = sqlx::query(
-            "UPDATE mensageria_saida s SET \
-                 lease_ate = now() + make_interval(secs => $3::float8 / 1000), \
-                 proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000) \
-             FROM unnest($1::bigint[], $2::bigint[]) AS v(id, token) \
-             WHERE s.id = v.id AND s.lease_token = v.token",
-        )
-        .persistent(false)
-        .bind(ids)
-        .bind(tokens)
-        .bind(lease_ms)
-        .execute(pool)
-        .await?;
+        let r = sqlx::query(SQL_RENOVAR)
+            .persistent(false)
+            .bind(ids)
+            .bind(tokens)
+            .bind(lease_ms)
+            .execute(pool)
+            .await?;
         Ok(r.rows_affected())
     }
 
@@ -319,6 +331,7 @@ impl BancoInterno for Postgres {
                  morta_em = now(), tentativas = EXCLUDED.tentativas, \
                  ultimo_erro = EXCLUDED.ultimo_erro",
         )
+        .persistent(false)
         .bind(id)
         .bind(token)
         .bind(erro)
@@ -335,6 +348,7 @@ impl BancoInterno for Postgres {
                  lease_dono = NULL, lease_ate = NULL, lease_token = NULL \
              WHERE id = $1 AND lease_token = $2",
         )
+        .persistent(false)
         .bind(id)
         .bind(token)
         .execute(pool)

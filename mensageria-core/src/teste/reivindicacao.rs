@@ -53,3 +53,19 @@ pub async fn matar<DB: Banco>(
 ) -> Result<bool, sqlx::Error> {
     DB::matar(pool, id, token, erro, app).await
 }
+
+/// Extends the leases of rows in flight to `lease_ms` from now, each only while its token is the
+/// one given; returns how many were extended.
+pub async fn renovar_leases<DB: Banco>(
+    pool: &Pool<DB>,
+    pares: &[(i64, i64)],
+    lease_ms: i64,
+) -> Result<u64, sqlx::Error> {
+    DB::renovar_leases(pool, pares, lease_ms).await
+}
+
+/// Gives row `id` back unsent (due now, its attempt not counted), if the lease `token` is still
+/// ours; `false` when fenced.
+pub async fn liberar<DB: Banco>(pool: &Pool<DB>, id: i64, token: i64) -> Result<bool, sqlx::Error> {
+    DB::liberar(pool, id, token).await
+}
