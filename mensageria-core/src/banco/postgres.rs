@@ -44,7 +44,8 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
          (extract(epoch FROM alvo.devida_em) * 1000)::int8";
 
 /// The group-committed ack: deletes the delivered rows whose lease token is still the one the
-/// delivery held; a primary-key probe per row.
+/// delivery held, each pair on its own (one id may come twice, with a stale token and the
+/// owner's); a primary-key probe per pair.
 ///
 /// Every statement of the relay that touches the saída row by row (this one, [`SQL_RENOVAR`],
 /// [`SQL_REAGENDAR`], `matar`, `liberar`, and the claim) is sent unprepared (`persistent(false)`)
@@ -54,16 +55,15 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
 /// minute of naptime later). Planning a probe costs tens of microseconds; the trap cost
 /// milliseconds per statement (`tests/relay.rs`, `plano_generico_*`).
 pub(crate) const SQL_CONFIRMAR: &str = "DELETE FROM mensageria_saida s \
-     WHERE s.id = ANY($1::bigint[]) \
-       AND s.lease_token = ($2::bigint[])[array_position($1::bigint[], s.id)] \
-     RETURNING s.id";
+     USING unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
+     WHERE s.id = c.id AND s.lease_token = c.token RETURNING s.id";
 
 /// Lease renewal of the deliveries in flight (every lease/4), fenced by token.
 pub(crate) const SQL_RENOVAR: &str = "UPDATE mensageria_saida s SET \
          lease_ate = now() + make_interval(secs => $3::float8 / 1000), \
          proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000) \
-     WHERE s.id = ANY($1::bigint[]) \
-       AND s.lease_token = ($2::bigint[])[array_position($1::bigint[], s.id)]";
+     FROM unnest($1::bigint[], $2::bigint[]) AS v(id, token) \
+     WHERE s.id = v.id AND s.lease_token = v.token";
 
 /// A retry: the row's next attempt in `$3` ms, fenced by token (a primary-key probe).
 pub(crate) const SQL_REAGENDAR: &str = "UPDATE mensageria_saida SET \
@@ -284,22 +284,33 @@ impl BancoInterno for Postgres {
         .bind(morta_apos_ms)
         .execute(pool)
         .await?;
-        let r = sqlx::query(
-            "WITH mortas AS ( \
-                 UPDATE mensageria_instancias SET recuperada_em = now() \
-                 WHERE app = $2 AND instancia <> $1 AND parada_em IS NULL \
-                   AND recuperada_em IS NULL \
-                   AND visto_em < now() - make_interval(secs => morta_apos_ms::float8 / 1000) \
-                 RETURNING instancia \
-             ) \
-             UPDATE mensageria_saida SET proxima_tentativa_em = now(), lease_dono = NULL, \
-                 lease_ate = NULL, lease_token = NULL \
-             WHERE lease_dono IN (SELECT instancia FROM mortas) AND lease_token IS NOT NULL",
+        // Two statements in one transaction, the second only when a sibling died: the saída
+        // has no index on `lease_dono`, so the take-back scans it, and a heartbeat must not
+        // scan the whole backlog every time to find that nobody died.
+        let mut tx = pool.begin().await?;
+        let mortas: Vec<String> = sqlx::query_scalar(
+            "UPDATE mensageria_instancias SET recuperada_em = now() \
+             WHERE app = $2 AND instancia <> $1 AND parada_em IS NULL AND recuperada_em IS NULL \
+               AND visto_em < now() - make_interval(secs => morta_apos_ms::float8 / 1000) \
+             RETURNING instancia",
         )
         .bind(instancia)
         .bind(app)
-        .execute(pool)
+        .fetch_all(&mut *tx)
         .await?;
+        if mortas.is_empty() {
+            tx.rollback().await?;
+            return Ok(0);
+        }
+        let r = sqlx::query(
+            "UPDATE mensageria_saida SET proxima_tentativa_em = now(), lease_dono = NULL, \
+                 lease_ate = NULL, lease_token = NULL \
+             WHERE lease_dono = ANY($1) AND lease_token IS NOT NULL",
+        )
+        .bind(&mortas)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         Ok(r.rows_affected())
     }
 

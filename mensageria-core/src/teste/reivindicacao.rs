@@ -69,3 +69,14 @@ pub async fn renovar_leases<DB: Banco>(
 pub async fn liberar<DB: Banco>(pool: &Pool<DB>, id: i64, token: i64) -> Result<bool, sqlx::Error> {
     DB::liberar(pool, id, token).await
 }
+
+/// The heartbeat of relay instance `instancia` of `app`: records it alive and takes back the
+/// rows of sibling instances dead for their dead-after period; returns how many came back.
+pub async fn bater_instancia<DB: Banco>(
+    pool: &Pool<DB>,
+    instancia: &str,
+    app: &str,
+    morta_apos_ms: i64,
+) -> Result<u64, sqlx::Error> {
+    DB::bater_instancia(pool, instancia, app, morta_apos_ms).await
+}
