@@ -24,6 +24,7 @@ pub struct Config {
     /// fixed-size digests takes the same time whatever the presented token's length.
     pub(crate) tokens: Vec<[u8; 32]>,
     pub(crate) limite_corpo: usize,
+    pub(crate) limite_lote: LimiteLote,
     pub(crate) retencao: Duration,
     pub(crate) horizonte_remetente: Duration,
     pub(crate) caminho_base: String,
@@ -32,6 +33,13 @@ pub struct Config {
 }
 
 /// The SHA-256 of a bearer token, as configured tokens are kept and presented ones compared.
+/// The bounds of one batch request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LimiteLote {
+    pub(crate) eventos: usize,
+    pub(crate) bytes: usize,
+}
+
 pub(crate) fn resumo_do_token(token: &[u8]) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(token).into()
@@ -43,6 +51,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("tokens", &format_args!("[{} hidden]", self.tokens.len()))
             .field("limite_corpo", &self.limite_corpo)
+            .field("limite_lote", &self.limite_lote)
             .field("retencao", &self.retencao)
             .field("horizonte_remetente", &self.horizonte_remetente)
             .field("caminho_base", &self.caminho_base)
@@ -66,6 +75,10 @@ impl Config {
                 .map(|token| resumo_do_token(token.as_bytes()))
                 .collect(),
             limite_corpo: 1024 * 1024,
+            limite_lote: LimiteLote {
+                eventos: 256,
+                bytes: 4 * 1024 * 1024,
+            },
             retencao: Duration::from_secs(30 * 24 * 3600),
             horizonte_remetente: mensageria_core::relay::Config::new("padrao")
                 .horizonte_de_reentrega(),
@@ -78,6 +91,14 @@ impl Config {
     /// The largest request body accepted, in bytes (413 above it).
     pub fn com_limite_corpo(mut self, bytes: usize) -> Self {
         self.limite_corpo = bytes;
+        self
+    }
+
+    /// The largest batch `POST {base}/{tipo}/lote` accepts: at most `eventos` events in at
+    /// most `bytes` of body (413 above either; each event's payload is also bound by
+    /// [`com_limite_corpo`](Self::com_limite_corpo)). Defaults: 256 events, 4 MiB.
+    pub fn com_limite_lote(mut self, eventos: usize, bytes: usize) -> Self {
+        self.limite_lote = LimiteLote { eventos, bytes };
         self
     }
 

@@ -291,10 +291,18 @@ impl Desfecho {
     /// The body: what was done, or the code and a message for a human.
     fn corpo(&self) -> serde_json::Value {
         let codigo = self.caso().codigo();
-        let mensagem = match self {
-            Self::Aplicado { tipo, id_pedido } | Self::Duplicado { tipo, id_pedido } => {
-                return json!({ "resultado": codigo, "tipo": tipo, "request_id": id_pedido });
+        match (self, self.mensagem()) {
+            (Self::Aplicado { tipo, id_pedido } | Self::Duplicado { tipo, id_pedido }, _) => {
+                json!({ "resultado": codigo, "tipo": tipo, "request_id": id_pedido })
             }
+            (_, mensagem) => json!({ "erro": codigo, "mensagem": mensagem }),
+        }
+    }
+
+    /// The message for a human of an answer that is not a 200 (`None` for a 200).
+    pub(crate) fn mensagem(&self) -> Option<String> {
+        let mensagem = match self {
+            Self::Aplicado { .. } | Self::Duplicado { .. } => return None,
             Self::NaoAutorizado => "missing or invalid bearer token".to_owned(),
             Self::CorpoGrandeDemais { limite } => {
                 format!("body over {limite} bytes; raise `Config::com_limite_corpo` or send less")
@@ -323,7 +331,7 @@ impl Desfecho {
                 format!("this app has no receptor for tipo `{tipo}`")
             }
         };
-        json!({ "erro": codigo, "mensagem": mensagem })
+        Some(mensagem)
     }
 
     /// The value of the header of its kind ([`Caso::cabecalho`]), if this answer carries it.

@@ -69,6 +69,7 @@ mod cloudevents;
 mod config;
 mod desfecho;
 mod estado;
+mod lote;
 #[cfg(feature = "prometheus")]
 pub mod metricas;
 mod openapi;
@@ -94,7 +95,7 @@ pub use mensageria_macros::receptor;
 pub use openapi::EsquemaEvento;
 pub use receptor::Receptor;
 pub use rejeicao::Rejeicao;
-pub use rotas::{purgar, rota, router};
+pub use rotas::{purgar, rota, rota_lote, router};
 pub use servidor::{Servir, servir};
 pub use versao::Versao;
 
@@ -106,7 +107,7 @@ pub mod __private {
     pub use crate::openapi::{EsquemaEvento, EsquemaGenerico, Sonda, rastrear_receptor};
     pub use crate::receptor::{Receptor, ReceptorRegistrado};
     pub use crate::rejeicao::Rejeicao;
-    pub use crate::rotas::montar;
+    pub use crate::rotas::{RotasDoReceptor, montar};
     pub use crate::versao::versao;
     pub use inventory;
     pub use mensageria_core::sqlx;

@@ -121,7 +121,7 @@ enum Resultado {
 
 /// Steps 2 and 3: the body, bounded (a declared length over the limit is refused before
 /// anything is read), and declared as JSON, as the OpenAPI document says.
-async fn ler_corpo(
+pub(crate) async fn ler_corpo(
     pedido: Request,
     limite: usize,
     tipo: &'static str,
@@ -203,7 +203,7 @@ async fn aplicar<R: Receptor>(
 
 /// A database failure around the receptor: logged here (its text stays in this service's
 /// log), answered 503.
-fn indisponivel(falha: mensageria_core::sqlx::Error) -> Desfecho {
+pub(crate) fn indisponivel(falha: mensageria_core::sqlx::Error) -> Desfecho {
     tracing::error!(error = %falha, "mensageria receptor: database error; nothing applied");
     Desfecho::BancoIndisponivel
 }
@@ -211,7 +211,7 @@ fn indisponivel(falha: mensageria_core::sqlx::Error) -> Desfecho {
 /// `Authorization: Bearer <token>` against every accepted token, in constant time: the scheme
 /// is case-insensitive (RFC 6750 / RFC 9110), and SHA-256 digests are compared, so the time
 /// depends neither on the presented token's length nor on which token matched.
-fn autorizado(cabecalhos: &HeaderMap, tokens: &[[u8; 32]]) -> bool {
+pub(crate) fn autorizado(cabecalhos: &HeaderMap, tokens: &[[u8; 32]]) -> bool {
     let Some(valor) = cabecalhos
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes)
@@ -271,7 +271,7 @@ fn passou_do_limite(falha: &axum::Error) -> bool {
 }
 
 /// A request id is kept when it is short and printable ASCII; otherwise a fresh one is made.
-fn id_aceitavel(id: &str) -> bool {
+pub(crate) fn id_aceitavel(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= TAMANHO_MAXIMO_ID
         && id.bytes().all(|b| (0x21..=0x7e).contains(&b))
@@ -285,7 +285,7 @@ fn id_do_remetente(cabecalhos: &HeaderMap) -> Option<&HeaderValue> {
         .or_else(|| cabecalhos.get(cloudevents::ID))
 }
 
-fn id_do_pedido(cabecalhos: &HeaderMap) -> String {
+pub(crate) fn id_do_pedido(cabecalhos: &HeaderMap) -> String {
     id_do_remetente(cabecalhos)
         .and_then(|v| v.to_str().ok())
         .filter(|id| id_aceitavel(id))

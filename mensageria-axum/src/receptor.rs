@@ -3,7 +3,6 @@
 use std::any::Any;
 use std::future::Future;
 
-use axum::routing::MethodRouter;
 use mensageria_core::Banco;
 use mensageria_core::sqlx::Transaction;
 use serde::de::DeserializeOwned;
@@ -55,8 +54,8 @@ pub struct ReceptorRegistrado {
     pub modulo: &'static str,
     /// The function's name.
     pub funcao: &'static str,
-    /// Builds its route if `estado` is the state of its backend.
-    pub montar: fn(&dyn Any) -> Option<MethodRouter>,
+    /// Builds its routes if `estado` is the state of its backend.
+    pub montar: fn(&dyn Any) -> Option<crate::rotas::RotasDoReceptor>,
     /// Its payload's schema.
     pub esquema: fn() -> crate::openapi::EsquemaEvento,
     /// Whether it is convergent (`versao = ...`): newer versions of a key are applied.

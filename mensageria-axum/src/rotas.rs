@@ -14,6 +14,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::desfecho::Desfecho;
+use crate::lote::receber_lote;
 use crate::receber::receber;
 use crate::receptor::{ReceptorRegistrado, registrados};
 use crate::{Config, Estado, Receptor};
@@ -39,8 +40,11 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
             .into());
         }
         match (receptor.montar)(&estado as &dyn Any) {
-            Some(rota) => {
-                app = app.route(&format!("{}/{}", config.caminho_base, receptor.tipo), rota);
+            Some(rotas) => {
+                let caminho = format!("{}/{}", config.caminho_base, receptor.tipo);
+                app = app
+                    .route(&format!("{caminho}/lote"), rotas.lote)
+                    .route(&caminho, rotas.unica);
                 montados.push(receptor);
             }
             None => tracing::warn!(
@@ -63,6 +67,10 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
         )
         .route(
             &format!("{}/{{tipo}}", config.caminho_base),
+            post(tipo_desconhecido),
+        )
+        .route(
+            &format!("{}/{{tipo}}/lote", config.caminho_base),
             post(tipo_desconhecido),
         );
     Ok(app
@@ -95,12 +103,34 @@ where
     post(receber::<R>)
 }
 
-/// For generated code: the route of `R` if `estado` is an `Estado` of `R`'s backend.
+/// The batch route of one receptor (`POST {base}/{tipo}/lote`: up to
+/// [`Config::com_limite_lote`] events of its tipo in one transaction, an outcome per event), for
+/// a router with your own state `S`; [`router`] mounts it next to [`rota`].
+pub fn rota_lote<R, S>() -> MethodRouter<S>
+where
+    R: Receptor,
+    Estado<R::Banco>: FromRef<S>,
+    S: Clone + Send + Sync + 'static,
+{
+    post(receber_lote::<R>)
+}
+
+/// The two routes of one receptor: one event, and a batch of them.
 #[doc(hidden)]
-pub fn montar<R: Receptor>(estado: &dyn Any) -> Option<MethodRouter> {
+pub struct RotasDoReceptor {
+    pub(crate) unica: MethodRouter,
+    pub(crate) lote: MethodRouter,
+}
+
+/// For generated code: the routes of `R` if `estado` is an `Estado` of `R`'s backend.
+#[doc(hidden)]
+pub fn montar<R: Receptor>(estado: &dyn Any) -> Option<RotasDoReceptor> {
     estado
         .downcast_ref::<Estado<R::Banco>>()
-        .map(|estado| post(receber::<R>).with_state(estado.clone()))
+        .map(|estado| RotasDoReceptor {
+            unica: post(receber::<R>).with_state(estado.clone()),
+            lote: post(receber_lote::<R>).with_state(estado.clone()),
+        })
 }
 
 /// Deletes dedup records older than the configured retention, in batches of 1000 (no long

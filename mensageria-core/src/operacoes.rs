@@ -5,7 +5,7 @@
 //!   [`reenfileirar_morta`] (one), [`reenfileirar_mortas`] (every one of a tipo, or all),
 //!   [`descartar_morta`].
 //! - **Dedup records** of the receptores: [`registrar_recebida`] (the write a receptor makes in
-//!   its transaction) and [`purgar_recebidas`] (old records, in short batches).
+//!   its transaction), [`registrar_recebidas`] (a batch's, in one statement) and [`purgar_recebidas`] (old records, in short batches).
 //! - **Read models** behind `mensageria status`, `doctor` and `apps`: [`fila`], [`tentativas`],
 //!   [`mortas_por_tipo`], [`reivindicacoes`], [`instancias`], [`versao_aplicada`],
 //!   [`versao_esperada`], [`migracoes_falhas`], and [`remover_app`] for a retired app.
@@ -308,6 +308,62 @@ pub fn registrar_recebida<'c, DB: Banco>(
     recebida: Recebida<'c>,
 ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c {
     DB::registrar_recebida(conexao, recebida)
+}
+
+/// The dedup records of a batch, written through `conexao` (the batch's transaction)
+/// in one statement per tipo: for each recebida, in order, `true` when it is recorded now (first arrival,
+/// or with a `versao` a newer version than the one stored: apply its effect in the same
+/// transaction) and `false` for a duplicate (apply nothing). A key given twice is recorded at
+/// most once, for its first occurrence. mensageria-axum's batch route (`POST {base}/{tipo}/lote`)
+/// calls it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use mensageria_core::operacoes::{Recebida, registrar_recebidas};
+///
+/// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// mensageria_core::migrar(&pool).await?;
+/// let recebida = |chave| Recebida { tipo: "loja.pedido", chave, id_mensagem: None, versao: None };
+/// let mut tx = pool.begin().await?;
+/// let primeira = [recebida("[1]"), recebida("[2]")];
+/// assert_eq!(registrar_recebidas::<sqlx::Sqlite>(&mut *tx, &primeira).await?, [true, true]);
+/// let segunda = [recebida("[2]"), recebida("[3]"), recebida("[3]")];
+/// assert_eq!(registrar_recebidas::<sqlx::Sqlite>(&mut *tx, &segunda).await?, [false, true, false]);
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+pub async fn registrar_recebidas<DB: Banco>(
+    conexao: &mut <DB as sqlx::Database>::Connection,
+    recebidas: &[Recebida<'_>],
+) -> Result<Vec<bool>, sqlx::Error> {
+    let mut vistas = std::collections::HashSet::with_capacity(recebidas.len());
+    let primeiras: Vec<bool> = recebidas
+        .iter()
+        .map(|r| vistas.insert((r.tipo, r.chave)))
+        .collect();
+    let mut tipos: Vec<&str> = recebidas.iter().map(|r| r.tipo).collect();
+    tipos.sort_unstable();
+    tipos.dedup();
+    // One statement per tipo (a receptor's batch has one).
+    let mut novas = std::collections::HashSet::new();
+    for tipo in tipos {
+        let itens = recebidas
+            .iter()
+            .zip(&primeiras)
+            .filter(|(r, primeira)| **primeira && r.tipo == tipo)
+            .map(|(r, _)| (r.chave.to_owned(), r.id_mensagem, r.versao))
+            .collect();
+        let convergente = recebidas.iter().any(|r| r.tipo == tipo && r.versao.is_some());
+        for chave in DB::registrar_recebidas(conexao, tipo, itens, convergente).await? {
+            novas.insert((tipo, chave));
+        }
+    }
+    Ok(recebidas
+        .iter()
+        .zip(primeiras)
+        .map(|(r, primeira)| primeira && novas.contains(&(r.tipo, r.chave.to_owned())))
+        .collect())
 }
 
 /// What [`purgar_recebidas`] deleted.

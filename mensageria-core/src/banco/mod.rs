@@ -293,6 +293,15 @@ pub(crate) mod interno {
             recebida: Recebida<'c>,
         ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
 
+        /// The dedup records of a batch of one tipo, in one statement: the keys recorded now
+        /// (first arrivals, or newer versions when `convergente`). The keys are distinct.
+        fn registrar_recebidas<'c>(
+            conexao: &'c mut <Self as sqlx::Database>::Connection,
+            tipo: &'c str,
+            itens: Vec<(String, Option<uuid::Uuid>, Option<i64>)>,
+            convergente: bool,
+        ) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send + 'c;
+
         /// Deletes up to `lote` dedup records older than `idade_ms`; returns how many.
         fn purgar_recebidas(
             pool: &Pool<Self>,

@@ -449,6 +449,46 @@ impl BancoInterno for Postgres {
         Ok(feito.rows_affected() == 1)
     }
 
+    async fn registrar_recebidas<'c>(
+        conexao: &'c mut sqlx::PgConnection,
+        tipo: &'c str,
+        itens: Vec<(String, Option<uuid::Uuid>, Option<i64>)>,
+        convergente: bool,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        let mut chaves = Vec::with_capacity(itens.len());
+        let mut ids = Vec::with_capacity(itens.len());
+        let mut versoes = Vec::with_capacity(itens.len());
+        for (chave, id, versao) in itens {
+            chaves.push(chave);
+            ids.push(id);
+            versoes.push(versao);
+        }
+        // RETURNING gives the rows inserted or (convergent) updated: the keys to apply.
+        let sql = if convergente {
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
+             SELECT $1, t.chave, t.id, t.versao \
+             FROM unnest($2::text[], $3::uuid[], $4::int8[]) AS t(chave, id, versao) \
+             ON CONFLICT (tipo, chave) DO UPDATE SET \
+                 versao = EXCLUDED.versao, id_mensagem = EXCLUDED.id_mensagem, recebida_em = now() \
+             WHERE mensageria_recebidas.versao IS NULL OR \
+                 mensageria_recebidas.versao < EXCLUDED.versao \
+             RETURNING chave"
+        } else {
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
+             SELECT $1, t.chave, t.id, t.versao \
+             FROM unnest($2::text[], $3::uuid[], $4::int8[]) AS t(chave, id, versao) \
+             ON CONFLICT (tipo, chave) DO NOTHING \
+             RETURNING chave"
+        };
+        sqlx::query_scalar(sql)
+            .bind(tipo)
+            .bind(chaves)
+            .bind(ids)
+            .bind(versoes)
+            .fetch_all(conexao)
+            .await
+    }
+
     async fn purgar_recebidas(pool: &PgPool, idade_ms: i64, lote: i64) -> Result<u64, sqlx::Error> {
         let r = sqlx::query(
             "DELETE FROM mensageria_recebidas WHERE ctid IN ( \

@@ -459,6 +459,44 @@ impl BancoInterno for Sqlite {
         Ok(feito.rows_affected() == 1)
     }
 
+    async fn registrar_recebidas<'c>(
+        conexao: &'c mut sqlx::SqliteConnection,
+        tipo: &'c str,
+        itens: Vec<(String, Option<uuid::Uuid>, Option<i64>)>,
+        convergente: bool,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        // One statement over a JSON array of the batch (`json_each`); `WHERE true` keeps
+        // SQLite from reading `ON CONFLICT` as a join constraint of the SELECT.
+        let linhas: Vec<serde_json::Value> = itens
+            .into_iter()
+            .map(|(chave, id, versao)| {
+                serde_json::json!([chave, id.map(|id| id.to_string()), versao])
+            })
+            .collect();
+        let lote = serde_json::Value::Array(linhas).to_string();
+        let conflito = if convergente {
+            format!(
+                "ON CONFLICT (tipo, chave) DO UPDATE SET \
+                     versao = excluded.versao, id_mensagem = excluded.id_mensagem, \
+                     recebida_em = {AGORA} \
+                 WHERE mensageria_recebidas.versao IS NULL OR \
+                     mensageria_recebidas.versao < excluded.versao"
+            )
+        } else {
+            "ON CONFLICT (tipo, chave) DO NOTHING".to_owned()
+        };
+        let sql = format!(
+            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
+             SELECT $1, j.value ->> 0, j.value ->> 1, j.value ->> 2 FROM json_each($2) j \
+             WHERE true {conflito} RETURNING chave"
+        );
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(tipo)
+            .bind(lote)
+            .fetch_all(conexao)
+            .await
+    }
+
     async fn purgar_recebidas(
         pool: &SqlitePool,
         idade_ms: i64,

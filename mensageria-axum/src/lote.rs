@@ -1,0 +1,410 @@
+//! The batch form of every receptor, `POST {base}/{tipo}/lote`: up to N events of one tipo
+//! applied in **one** transaction, with one dedup statement for all of them, and an outcome per
+//! event.
+//!
+//! A rejection or a panic of one event must neither lose, double nor block the others. The
+//! transaction is not split with a savepoint per event (two more round trips for every event,
+//! paid by every batch); instead, when an event fails, the transaction is rolled back and the
+//! batch is applied again without it (the cost falls only on batches that hold a failure, and
+//! is bounded: every retry has one event fewer). The receptor's function is the same one the
+//! single route calls, once per new event, in the order of the batch.
+//!
+//! Two events of one key in a batch are applied one after the other, as two requests would be:
+//! the batch is cut into rounds in which every key appears once, each round its own
+//! transaction.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
+use mensageria_core::correlacao;
+use mensageria_core::operacoes::{self, Recebida};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::desfecho::{Caso, Desfecho};
+use crate::receber::{autorizado, id_aceitavel, id_do_pedido, ler_corpo};
+use crate::{Estado, Receptor, Rejeicao};
+
+/// The request body: `{"eventos": [{"id": "<message id>", "correlacao": "...", "payload": {..}}]}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PedidoLote<'a> {
+    #[serde(borrow)]
+    eventos: Vec<EventoDoLote<'a>>,
+}
+
+/// One event of a batch: its message id (the relay's `x-request-id`), the correlation id in
+/// force when it was enqueued, and the payload, as the single route would get it as its body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventoDoLote<'a> {
+    id: Uuid,
+    #[serde(default)]
+    correlacao: Option<String>,
+    #[serde(borrow)]
+    payload: &'a RawValue,
+}
+
+/// What became of one event of a batch, in the answer's `resultados`, in the request's order.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub(crate) struct ResultadoDoEvento {
+    /// The event's message id.
+    pub(crate) id: Uuid,
+    /// The same stable code the single route answers with: `applied`, `duplicate` (ack),
+    /// `invalid_payload`, `invalid_key`, `payload_too_large`, `rejected` (dead-letter),
+    /// `temporary`, `panic`, `database` (retry).
+    pub(crate) resultado: &'static str,
+    /// For a human, when it was not applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mensagem: Option<String>,
+    /// Seconds to wait before retrying it, when the receptor or the database said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) retry_after_s: Option<u64>,
+}
+
+/// A refusal of the whole batch, before any event is looked at.
+enum Recusa {
+    /// 401, 413 (body), 415, 400 (incomplete body): as the single route answers.
+    Comum(Desfecho),
+    /// 400: the body is not a batch envelope.
+    Invalido(String),
+    /// 413: more events than the limit.
+    Demais { limite: usize },
+}
+
+impl IntoResponse for Recusa {
+    fn into_response(self) -> Response {
+        let (codigo, mensagem) = match self {
+            Recusa::Comum(desfecho) => return desfecho.into_response(),
+            Recusa::Invalido(falha) => (
+                "invalid_batch",
+                format!(
+                    "not a batch: send {{\"eventos\": [{{\"id\": \"<uuid>\", \"payload\": {{...}}}}]}} \
+                     ({falha})"
+                ),
+            ),
+            Recusa::Demais { limite } => (
+                "batch_too_large",
+                format!("more than {limite} events; send at most {limite} per batch"),
+            ),
+        };
+        let status = if codigo == "invalid_batch" {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::PAYLOAD_TOO_LARGE
+        };
+        (
+            status,
+            axum::Json(serde_json::json!({ "erro": codigo, "mensagem": mensagem })),
+        )
+            .into_response()
+    }
+}
+
+/// Handles one batch for receptor `R`.
+pub(crate) async fn receber_lote<R: Receptor>(
+    State(estado): State<Estado<R::Banco>>,
+    pedido: Request,
+) -> Response {
+    let id_pedido = id_do_pedido(pedido.headers());
+    let mut resposta = match responder::<R>(estado, pedido, &id_pedido).await {
+        Ok(resultados) => {
+            axum::Json(serde_json::json!({ "resultados": resultados })).into_response()
+        }
+        Err(recusa) => recusa.into_response(),
+    };
+    if let Ok(valor) = HeaderValue::from_str(&id_pedido) {
+        resposta.headers_mut().insert("x-request-id", valor);
+    }
+    resposta
+}
+
+async fn responder<R: Receptor>(
+    estado: Estado<R::Banco>,
+    pedido: Request,
+    id_pedido: &str,
+) -> Result<Vec<ResultadoDoEvento>, Recusa> {
+    if !autorizado(pedido.headers(), &estado.config.tokens) {
+        tracing::warn!(
+            tipo = R::TIPO,
+            request_id = %id_pedido,
+            "mensageria receptor: batch with a missing or invalid bearer token; refused (401)"
+        );
+        return Err(Recusa::Comum(Desfecho::NaoAutorizado));
+    }
+    let limite = estado.config.limite_lote;
+    let corpo = ler_corpo(pedido, limite.bytes, R::TIPO, id_pedido)
+        .await
+        .map_err(Recusa::Comum)?;
+    let lote: PedidoLote<'_> =
+        serde_json::from_slice(&corpo).map_err(|falha| Recusa::Invalido(falha.to_string()))?;
+    if lote.eventos.len() > limite.eventos {
+        return Err(Recusa::Demais {
+            limite: limite.eventos,
+        });
+    }
+    let span = tracing::info_span!(
+        "mensageria.receptor.lote",
+        tipo = R::TIPO,
+        request_id = %id_pedido,
+        eventos = lote.eventos.len(),
+    );
+    let resultados = aplicar_lote::<R>(&estado, &lote.eventos)
+        .instrument(span)
+        .await;
+    Ok(lote
+        .eventos
+        .iter()
+        .zip(resultados)
+        .map(|(evento, desfecho)| {
+            desfecho.contar(R::TIPO);
+            resultado(evento.id, &desfecho)
+        })
+        .collect())
+}
+
+/// One event of the batch that decoded and has a key: waiting for its round.
+struct Pronto<R: Receptor> {
+    /// Its position in the batch.
+    posicao: usize,
+    chave: String,
+    versao: Option<i64>,
+    /// Decoded once up front; decoded again from the body if its round has to be applied again.
+    evento: Option<R::Evento>,
+}
+
+/// The outcome of every event of the batch, in its order.
+async fn aplicar_lote<R: Receptor>(
+    estado: &Estado<R::Banco>,
+    eventos: &[EventoDoLote<'_>],
+) -> Vec<Desfecho> {
+    let mut desfechos: Vec<Option<Desfecho>> = eventos.iter().map(|_| None).collect();
+    // Rounds: the n-th occurrence of a key goes in round n.
+    let mut rodadas: Vec<Vec<Pronto<R>>> = Vec::new();
+    let mut ocorrencias: HashMap<String, usize> = HashMap::new();
+    for (posicao, evento) in eventos.iter().enumerate() {
+        match preparar::<R>(estado, evento) {
+            Err(desfecho) => desfechos[posicao] = Some(desfecho),
+            Ok((chave, versao, decodificado)) => {
+                let rodada = ocorrencias.entry(chave.clone()).or_insert(0);
+                if rodadas.len() <= *rodada {
+                    rodadas.push(Vec::new());
+                }
+                rodadas[*rodada].push(Pronto {
+                    posicao,
+                    chave,
+                    versao,
+                    evento: Some(decodificado),
+                });
+                *rodada += 1;
+            }
+        }
+    }
+    for rodada in rodadas {
+        for (posicao, desfecho) in aplicar_rodada::<R>(estado, eventos, rodada).await {
+            desfechos[posicao] = Some(desfecho);
+        }
+    }
+    desfechos
+        .into_iter()
+        .map(|d| d.unwrap_or(Desfecho::BancoIndisponivel))
+        .collect()
+}
+
+/// Decodes one event and builds its key; a refusal is that event's outcome.
+fn preparar<R: Receptor>(
+    estado: &Estado<R::Banco>,
+    evento: &EventoDoLote<'_>,
+) -> Result<(String, Option<i64>, R::Evento), Desfecho> {
+    let limite = estado.config.limite_corpo;
+    if evento.payload.get().len() > limite {
+        return Err(Desfecho::CorpoGrandeDemais { limite });
+    }
+    let decodificado: R::Evento = serde_json::from_str(evento.payload.get()).map_err(|falha| {
+        Desfecho::PayloadInvalido {
+            tipo: R::TIPO,
+            falha,
+        }
+    })?;
+    let chave = R::chave_natural(&decodificado).map_err(Desfecho::ChaveInvalida)?;
+    let versao = R::versao(&decodificado);
+    Ok((chave.como_texto().to_owned(), versao, decodificado))
+}
+
+/// One round (distinct keys): one transaction, one dedup statement, the receptor once per new
+/// event, one commit. A failing event is taken out with its outcome and the round is applied
+/// again without it.
+async fn aplicar_rodada<R: Receptor>(
+    estado: &Estado<R::Banco>,
+    eventos: &[EventoDoLote<'_>],
+    mut vivos: Vec<Pronto<R>>,
+) -> Vec<(usize, Desfecho)> {
+    let mut desfechos = Vec::with_capacity(vivos.len());
+    loop {
+        match tentar_rodada::<R>(estado, eventos, &mut vivos).await {
+            Tentativa::Commitada(novos) => {
+                for (pronto, novo) in vivos.iter().zip(novos) {
+                    let caso = if novo {
+                        Desfecho::Aplicado {
+                            tipo: R::TIPO,
+                            id_pedido: String::new(),
+                        }
+                    } else {
+                        Desfecho::Duplicado {
+                            tipo: R::TIPO,
+                            id_pedido: String::new(),
+                        }
+                    };
+                    desfechos.push((pronto.posicao, caso));
+                }
+                return desfechos;
+            }
+            Tentativa::Falhou { indice, desfecho } => {
+                let pronto = vivos.remove(indice);
+                desfechos.push((pronto.posicao, desfecho));
+                if vivos.is_empty() {
+                    return desfechos;
+                }
+            }
+            Tentativa::Banco => {
+                desfechos.extend(
+                    vivos
+                        .iter()
+                        .map(|pronto| (pronto.posicao, Desfecho::BancoIndisponivel)),
+                );
+                return desfechos;
+            }
+        }
+    }
+}
+
+enum Tentativa {
+    /// Committed: for each event of the round, whether it was new (applied).
+    Commitada(Vec<bool>),
+    /// The event at `indice` of the round failed; everything was rolled back.
+    Falhou { indice: usize, desfecho: Desfecho },
+    /// The database failed; everything was rolled back.
+    Banco,
+}
+
+async fn tentar_rodada<R: Receptor>(
+    estado: &Estado<R::Banco>,
+    eventos: &[EventoDoLote<'_>],
+    vivos: &mut [Pronto<R>],
+) -> Tentativa {
+    let banco = |falha: mensageria_core::sqlx::Error| {
+        tracing::error!(error = %falha, "mensageria receptor: database error; nothing of the batch applied");
+        Tentativa::Banco
+    };
+    let mut tx = match estado.pool.begin().await {
+        Ok(tx) => tx,
+        Err(falha) => return banco(falha),
+    };
+    let recebidas: Vec<Recebida<'_>> = vivos
+        .iter()
+        .map(|pronto| Recebida {
+            tipo: R::TIPO,
+            chave: &pronto.chave,
+            id_mensagem: Some(eventos[pronto.posicao].id),
+            versao: pronto.versao,
+        })
+        .collect();
+    let novos = match operacoes::registrar_recebidas::<R::Banco>(&mut *tx, &recebidas).await {
+        Ok(novos) => novos,
+        Err(falha) => return banco(falha),
+    };
+    for (indice, (pronto, novo)) in vivos.iter_mut().zip(&novos).enumerate() {
+        if !novo {
+            continue;
+        }
+        let origem = &eventos[pronto.posicao];
+        let evento = match pronto.evento.take() {
+            Some(evento) => evento,
+            // Applied before in a round that was rolled back: decoded again (it decoded then).
+            None => match serde_json::from_str(origem.payload.get()) {
+                Ok(evento) => evento,
+                Err(falha) => {
+                    return Tentativa::Falhou {
+                        indice,
+                        desfecho: Desfecho::PayloadInvalido {
+                            tipo: R::TIPO,
+                            falha,
+                        },
+                    };
+                }
+            },
+        };
+        let correlacao_id = origem
+            .correlacao
+            .clone()
+            .filter(|c| id_aceitavel(c))
+            .unwrap_or_else(|| origem.id.to_string());
+        let span = tracing::info_span!(
+            "mensageria.receptor",
+            tipo = R::TIPO,
+            id_mensagem = %origem.id,
+            chave = %pronto.chave,
+        );
+        let efeito = correlacao::com(correlacao_id, R::aplicar(&mut tx, evento));
+        let falha = match AssertUnwindSafe(efeito.instrument(span.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(Ok(())) => continue,
+            Ok(Err(Rejeicao::Permanente { motivo })) => Desfecho::Rejeitado { motivo },
+            Ok(Err(Rejeicao::Temporaria {
+                motivo,
+                tentar_apos,
+            })) => Desfecho::Temporario {
+                motivo,
+                tentar_apos,
+            },
+            Err(_) => Desfecho::Panico,
+        };
+        drop(tx);
+        span.in_scope(|| {
+            tracing::warn!(
+                resultado = falha.caso().codigo(),
+                "mensageria receptor: one event of the batch failed; rolled back, the rest is \
+                 applied again without it"
+            )
+        });
+        return Tentativa::Falhou {
+            indice,
+            desfecho: falha,
+        };
+    }
+    match tx.commit().await {
+        Ok(()) => Tentativa::Commitada(novos),
+        Err(falha) => banco(falha),
+    }
+}
+
+/// The entry of `resultados` for one event.
+fn resultado(id: Uuid, desfecho: &Desfecho) -> ResultadoDoEvento {
+    let caso = desfecho.caso();
+    let mensagem = match caso {
+        Caso::Aplicado | Caso::Duplicado => None,
+        _ => desfecho.mensagem(),
+    };
+    let retry_after_s = match desfecho {
+        Desfecho::Temporario { tentar_apos, .. } => {
+            tentar_apos.map(|espera| espera.as_secs().max(1))
+        }
+        Desfecho::BancoIndisponivel => Some(Duration::from_secs(1).as_secs()),
+        _ => None,
+    };
+    ResultadoDoEvento {
+        id,
+        resultado: caso.codigo(),
+        mensagem,
+        retry_after_s,
+    }
+}

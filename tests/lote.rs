@@ -1,0 +1,265 @@
+//! The batch route of every receptor (`POST /m2m/{tipo}/lote`) over real HTTP on 127.0.0.1,
+//! on PostgreSQL and SQLite: one transaction per batch, an outcome per event, and one event's
+//! rejection, panic or temporary failure neither losing, doubling nor blocking the others.
+
+use std::time::Duration;
+
+use mensageria_axum::{Config, Rejeicao, receptor};
+use mensageria_core::sqlx::{Encode, Executor, Postgres, Sqlite, Transaction, Type};
+use mensageria_testes::{Sql, e_postgres, nos_dois_bancos};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+#[derive(Deserialize)]
+struct Item {
+    chave: String,
+    #[serde(default)]
+    versao: i64,
+}
+
+/// The effect, once for both backends; some keys misbehave on purpose.
+async fn aplicar<DB: Sql>(tx: &mut Transaction<'_, DB>, item: Item) -> Result<(), Rejeicao>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query("INSERT INTO efeito (chave, versao) VALUES ($1, $2)")
+        .bind(item.chave.clone())
+        .bind(item.versao)
+        .execute(&mut **tx)
+        .await?;
+    match item.chave.as_str() {
+        "recusar" => Err(Rejeicao::permanente("chave recusada")),
+        "tarde" => Err(Rejeicao::temporaria_apos("volte depois", Duration::from_secs(7))),
+        "panico" => panic!("o receptor entrou em pânico"),
+        _ => Ok(()),
+    }
+}
+
+const EFEITO: &str = "CREATE TABLE efeito (chave TEXT NOT NULL, versao BIGINT NOT NULL)";
+
+#[receptor(tipo = "teste.lote", chave_natural = evento.chave)]
+async fn lote_pg(tx: &mut Transaction<'_, Postgres>, evento: Item) -> Result<(), Rejeicao> {
+    aplicar(tx, evento).await
+}
+
+#[receptor(tipo = "teste.lote-lite", chave_natural = evento.chave)]
+async fn lote_lite(tx: &mut Transaction<'_, Sqlite>, evento: Item) -> Result<(), Rejeicao> {
+    aplicar(tx, evento).await
+}
+
+#[receptor(tipo = "teste.lote-versao", chave_natural = evento.chave, versao = evento.versao)]
+async fn versao_pg(tx: &mut Transaction<'_, Postgres>, evento: Item) -> Result<(), Rejeicao> {
+    aplicar(tx, evento).await
+}
+
+#[receptor(tipo = "teste.lote-versao-lite", chave_natural = evento.chave, versao = evento.versao)]
+async fn versao_lite(tx: &mut Transaction<'_, Sqlite>, evento: Item) -> Result<(), Rejeicao> {
+    aplicar(tx, evento).await
+}
+
+struct Receptor {
+    url: String,
+    cliente: reqwest::Client,
+}
+
+impl Receptor {
+    async fn iniciar<DB: Sql + mensageria_core::Banco>(
+        pool: &sqlx::Pool<DB>,
+        tipo: &str,
+        config: Config,
+    ) -> Self
+    where
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    {
+        mensageria_core::migrar(pool).await.unwrap();
+        mensageria_testes::executar(pool, EFEITO.to_owned(), &[], "effect table").await;
+        let app = mensageria_axum::router(pool.clone(), config).unwrap();
+        let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/m2m/{tipo}/lote", ouvinte.local_addr().unwrap());
+        tokio::spawn(async move {
+            let _ = axum::serve(ouvinte, app).await;
+        });
+        Self {
+            url,
+            cliente: reqwest::Client::new(),
+        }
+    }
+
+    async fn postar(&self, corpo: String) -> (u16, Value) {
+        let resposta = self
+            .cliente
+            .post(&self.url)
+            .bearer_auth("t0k")
+            .header("content-type", "application/json")
+            .body(corpo)
+            .send()
+            .await
+            .unwrap();
+        let status = resposta.status().as_u16();
+        (status, resposta.json().await.unwrap())
+    }
+
+    /// Posts `itens` as a batch; returns each event's `resultado`, in order.
+    async fn lote(&self, itens: &[Value]) -> Vec<String> {
+        let eventos: Vec<Value> = itens
+            .iter()
+            .map(|payload| json!({ "id": uuid::Uuid::now_v7(), "payload": payload }))
+            .collect();
+        let (status, corpo) = self.postar(json!({ "eventos": eventos }).to_string()).await;
+        assert_eq!(status, 200, "{corpo}");
+        let resultados = corpo["resultados"].as_array().unwrap();
+        assert_eq!(resultados.len(), itens.len(), "{corpo}");
+        resultados
+            .iter()
+            .map(|r| r["resultado"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+fn tipo_de<DB: Sql>(pool: &sqlx::Pool<DB>, base: &str) -> String {
+    if e_postgres(pool) {
+        base.to_owned()
+    } else {
+        format!("{base}-lite")
+    }
+}
+
+async fn efeitos<DB: Sql>(pool: &sqlx::Pool<DB>) -> Vec<(String, i64)>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
+{
+    sqlx::query_as("SELECT chave, versao FROM efeito ORDER BY chave, versao")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+nos_dois_bancos! {
+    /// A batch of 64 with one rejection, one panic and one temporary failure in the middle: only
+    /// those three are not applied, each with its own outcome; the other 61 are applied once
+    /// in the batch's transaction; the batch sent again (its answer lost) applies nothing.
+    async fn uma_falha_no_lote_nao_perde_nem_dobra_as_outras(db) {
+        let tipo = tipo_de(&db.pool, "teste.lote");
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        let mut itens: Vec<Value> = (0..64).map(|n| json!({ "chave": format!("k{n:02}") })).collect();
+        itens[10] = json!({ "chave": "recusar" });
+        itens[20] = json!({ "chave": "panico" });
+        itens[30] = json!({ "chave": "tarde" });
+        let resultados = receptor.lote(&itens).await;
+        for (n, resultado) in resultados.iter().enumerate() {
+            let esperado = match n {
+                10 => "rejected",
+                20 => "panic",
+                30 => "temporary",
+                _ => "applied",
+            };
+            assert_eq!(resultado, esperado, "event {n}");
+        }
+        let aplicados = efeitos(&db.pool).await;
+        assert_eq!(aplicados.len(), 61);
+        assert!(aplicados.iter().all(|(chave, _)| chave.starts_with('k')));
+        let recebidas = mensageria_testes::contar(&db.pool, "mensageria_recebidas").await;
+        assert_eq!(recebidas, 61, "the failed events' dedup records rolled back with them");
+
+        // The same batch again (the relay never saw the answer): duplicates, nothing applied.
+        let de_novo = receptor.lote(&itens).await;
+        for (n, resultado) in de_novo.iter().enumerate() {
+            let esperado = match n {
+                10 => "rejected",
+                20 => "panic",
+                30 => "temporary",
+                _ => "duplicate",
+            };
+            assert_eq!(resultado, esperado, "event {n}, sent again");
+        }
+        assert_eq!(efeitos(&db.pool).await.len(), 61);
+    }
+}
+
+nos_dois_bancos! {
+    /// New, duplicate, invalid payload, invalid key and one key twice in one batch; the
+    /// temporary failure carries its Retry-After per event.
+    async fn lote_misto_tem_um_desfecho_por_evento(db) {
+        let tipo = tipo_de(&db.pool, "teste.lote");
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        assert_eq!(receptor.lote(&[json!({ "chave": "velho" })]).await, ["applied"]);
+        let longa = "x".repeat(2000);
+        let eventos = json!({ "eventos": [
+            { "id": uuid::Uuid::now_v7(), "payload": { "chave": "novo" } },
+            { "id": uuid::Uuid::now_v7(), "payload": { "chave": "velho" } },
+            { "id": uuid::Uuid::now_v7(), "payload": { "nada": 1 } },
+            { "id": uuid::Uuid::now_v7(), "payload": { "chave": longa } },
+            { "id": uuid::Uuid::now_v7(), "payload": { "chave": "dobro" } },
+            { "id": uuid::Uuid::now_v7(), "payload": { "chave": "dobro" } },
+            { "id": uuid::Uuid::now_v7(), "correlacao": "corr-1", "payload": { "chave": "tarde" } },
+        ]});
+        let (status, corpo) = receptor.postar(eventos.to_string()).await;
+        assert_eq!(status, 200, "{corpo}");
+        let resultados: Vec<&str> = corpo["resultados"].as_array().unwrap().iter().map(|r| r["resultado"].as_str().unwrap()).collect();
+        assert_eq!(resultados, ["applied", "duplicate", "invalid_payload", "invalid_key", "applied", "duplicate", "temporary"]);
+        assert_eq!(corpo["resultados"][6]["retry_after_s"], 7);
+        assert!(corpo["resultados"][2]["mensagem"].as_str().unwrap().contains("missing field `chave`"), "{corpo}");
+        assert_eq!(corpo["resultados"][0]["id"], eventos["eventos"][0]["id"]);
+        assert!(corpo["resultados"][0].get("mensagem").is_none());
+        let chaves: Vec<String> = efeitos(&db.pool).await.into_iter().map(|(c, _)| c).collect();
+        assert_eq!(chaves, ["dobro", "novo", "velho"]);
+    }
+}
+
+nos_dois_bancos! {
+    /// Convergent receptor: versions of one key in one batch are applied in order (v1, then v3;
+    /// v2 after v3 is stale), a version older than the stored one is a duplicate.
+    async fn lote_convergente_aplica_as_versoes_em_ordem(db) {
+        let tipo = tipo_de(&db.pool, "teste.lote-versao");
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        assert_eq!(receptor.lote(&[json!({ "chave": "a", "versao": 5 })]).await, ["applied"]);
+        let resultados = receptor.lote(&[
+            json!({ "chave": "a", "versao": 4 }),
+            json!({ "chave": "b", "versao": 1 }),
+            json!({ "chave": "b", "versao": 3 }),
+            json!({ "chave": "b", "versao": 2 }),
+            json!({ "chave": "a", "versao": 6 }),
+        ]).await;
+        assert_eq!(resultados, ["duplicate", "applied", "applied", "duplicate", "applied"]);
+        assert_eq!(efeitos(&db.pool).await, [("a".into(), 5), ("a".into(), 6), ("b".into(), 1), ("b".into(), 3)]);
+    }
+}
+
+nos_dois_bancos! {
+    /// Whole-batch refusals, each with its status and code, and nothing written.
+    async fn lote_recusado_inteiro_nao_escreve_nada(db) {
+        let tipo = tipo_de(&db.pool, "teste.lote");
+        let config = Config::new(["t0k"]).com_limite_lote(3, 64 * 1024);
+        let receptor = Receptor::iniciar(&db.pool, &tipo, config).await;
+        let um = |chave: &str| json!({ "id": uuid::Uuid::now_v7(), "payload": { "chave": chave } });
+
+        let (status, corpo) = receptor.postar(json!({ "eventos": [um("a"), um("b"), um("c"), um("d")] }).to_string()).await;
+        assert_eq!((status, corpo["erro"].as_str()), (413, Some("batch_too_large")), "{corpo}");
+        let (status, corpo) = receptor.postar(json!({ "eventos": [{ "payload": { "chave": "a" } }] }).to_string()).await;
+        assert_eq!((status, corpo["erro"].as_str()), (400, Some("invalid_batch")), "{corpo}");
+        assert!(corpo["mensagem"].as_str().unwrap().contains("missing field `id`"), "{corpo}");
+        let (status, corpo) = receptor.postar(r#"{"eventos": [}"#.to_owned()).await;
+        assert_eq!((status, corpo["erro"].as_str()), (400, Some("invalid_batch")), "{corpo}");
+        let (status, corpo) = receptor.postar(json!([um("a")]).to_string()).await;
+        assert_eq!((status, corpo["erro"].as_str()), (400, Some("invalid_batch")), "{corpo}");
+        let enorme = json!({ "eventos": [um(&"z".repeat(70 * 1024))] }).to_string();
+        let (status, corpo) = receptor.postar(enorme).await;
+        assert_eq!((status, corpo["erro"].as_str()), (413, Some("payload_too_large")), "{corpo}");
+
+        let sem_token = receptor.cliente.post(&receptor.url).header("content-type", "application/json").body(json!({ "eventos": [um("a")] }).to_string()).send().await.unwrap();
+        assert_eq!(sem_token.status(), 401);
+        let texto = receptor.cliente.post(&receptor.url).bearer_auth("t0k").header("content-type", "text/plain").body(json!({ "eventos": [um("a")] }).to_string()).send().await.unwrap();
+        assert_eq!(texto.status(), 415);
+        let desconhecido = receptor.cliente.post(receptor.url.replace(&tipo, "nao.existe")).bearer_auth("t0k").body("{}").send().await.unwrap();
+        assert_eq!(desconhecido.status(), 404);
+
+        // An empty batch is a valid batch with nothing in it.
+        assert!(receptor.lote(&[]).await.is_empty());
+        assert!(efeitos(&db.pool).await.is_empty());
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_recebidas").await, 0);
+    }
+}
