@@ -31,7 +31,10 @@ where
         .await?;
     match item.chave.as_str() {
         "recusar" => Err(Rejeicao::permanente("chave recusada")),
-        "tarde" => Err(Rejeicao::temporaria_apos("volte depois", Duration::from_secs(7))),
+        "tarde" => Err(Rejeicao::temporaria_apos(
+            "volte depois",
+            Duration::from_secs(7),
+        )),
         "panico" => panic!("o receptor entrou em pânico"),
         _ => Ok(()),
     }

@@ -61,7 +61,14 @@
 //! HTTP binding's binary mode from any producer (a mensageria relay sends one): the body is the
 //! event's data, `ce-id` is the message and request id when there is no `x-request-id`, and
 //! `ce-type` and `ce-specversion`, when present, are checked as above. Structured mode
-//! (`Content-Type: application/cloudevents+json`) is not supported: **415**. The OpenAPI document of every receptor is served at
+//! (`Content-Type: application/cloudevents+json`) is not supported: **415**.
+//!
+//! Every receptor also has a batch route, `POST {base}/{tipo}/lote` (see [`rota_lote`]): up to
+//! [`Config::com_limite_lote`] events of its tipo in one transaction, with one dedup statement for
+//! all of them and an outcome per event; an event that fails is taken out and the rest applied
+//! again without it.
+//!
+//! The OpenAPI document of every receptor is served at
 //! `GET /m2m/openapi.json` (payloads that derive `utoipa::ToSchema` get their full schema).
 
 mod chave;

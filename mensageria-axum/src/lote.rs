@@ -227,12 +227,11 @@ fn preparar<R: Receptor>(
     if evento.payload.get().len() > limite {
         return Err(Desfecho::CorpoGrandeDemais { limite });
     }
-    let decodificado: R::Evento = serde_json::from_str(evento.payload.get()).map_err(|falha| {
-        Desfecho::PayloadInvalido {
+    let decodificado: R::Evento =
+        serde_json::from_str(evento.payload.get()).map_err(|falha| Desfecho::PayloadInvalido {
             tipo: R::TIPO,
             falha,
-        }
-    })?;
+        })?;
     let chave = R::chave_natural(&decodificado).map_err(Desfecho::ChaveInvalida)?;
     let versao = R::versao(&decodificado);
     Ok((chave.como_texto().to_owned(), versao, decodificado))

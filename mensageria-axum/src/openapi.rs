@@ -1,5 +1,5 @@
-//! The OpenAPI document of the receptores (ADR 0020): one `POST` per receptor, its payload's
-//! schema, its answers, and the Bearer scheme. Served as JSON; no UI, nothing fetched.
+//! The OpenAPI document of the receptores: one `POST` per receptor, its payload's schema, its
+//! answers, its batch form (`openapi/lote.rs`), and the Bearer scheme. Served as JSON; no UI, nothing fetched.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -261,6 +261,7 @@ fn resposta(casos: &[Caso]) -> Response {
 /// The document for `receptores` mounted under `base`.
 pub(crate) fn documento<'a>(
     base: &str,
+    limite_lote: crate::config::LimiteLote,
     receptores: impl IntoIterator<Item = &'a crate::receptor::ReceptorRegistrado>,
 ) -> OpenApi {
     let mut caminhos = PathsBuilder::new();
@@ -279,7 +280,9 @@ pub(crate) fn documento<'a>(
     );
     componentes = componentes
         .schema("MensageriaResultado", esquema_resultado())
-        .schema("MensageriaErro", esquema_erro());
+        .schema("MensageriaErro", esquema_erro())
+        .schema("MensageriaLote", lote::esquema_pedido(limite_lote))
+        .schema("MensageriaResultadosDoLote", lote::esquema_resposta());
     let respostas = respostas();
     for receptor in receptores {
         let EsquemaEvento {
@@ -397,10 +400,18 @@ pub(crate) fn documento<'a>(
             .fold(operacao, |operacao, (status, resposta)| {
                 operacao.response(status, resposta)
             });
-        caminhos = caminhos.path(
-            format!("{base}/{}", receptor.tipo),
-            PathItem::new(HttpMethod::Post, operacao),
-        );
+        caminhos = caminhos
+            .path(
+                format!("{base}/{}", receptor.tipo),
+                PathItem::new(HttpMethod::Post, operacao),
+            )
+            .path(
+                format!("{base}/{}/lote", receptor.tipo),
+                PathItem::new(
+                    HttpMethod::Post,
+                    lote::operacao(receptor.tipo, receptor.convergente, limite_lote),
+                ),
+            );
     }
     OpenApiBuilder::new()
         .info(
@@ -414,6 +425,7 @@ pub(crate) fn documento<'a>(
         .build()
 }
 
+mod lote;
 mod rastreio;
 
 #[cfg(test)]

@@ -55,7 +55,11 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
         }
     }
     montados.sort_by_key(|r| r.tipo);
-    let documento = crate::openapi::documento(&config.caminho_base, montados.iter().copied());
+    let documento = crate::openapi::documento(
+        &config.caminho_base,
+        config.limite_lote,
+        montados.iter().copied(),
+    );
     let documento = std::sync::Arc::new(documento);
     app = app
         .route(

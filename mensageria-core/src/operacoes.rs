@@ -354,7 +354,9 @@ pub async fn registrar_recebidas<DB: Banco>(
             .filter(|(r, primeira)| **primeira && r.tipo == tipo)
             .map(|(r, _)| (r.chave.to_owned(), r.id_mensagem, r.versao))
             .collect();
-        let convergente = recebidas.iter().any(|r| r.tipo == tipo && r.versao.is_some());
+        let convergente = recebidas
+            .iter()
+            .any(|r| r.tipo == tipo && r.versao.is_some());
         for chave in DB::registrar_recebidas(conexao, tipo, itens, convergente).await? {
             novas.insert((tipo, chave));
         }
