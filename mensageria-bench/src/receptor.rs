@@ -1,6 +1,7 @@
 //! 4. The receptor: a first delivery vs a duplicate vs a bare Axum handler doing the same
-//!    effect without mensageria, over HTTP on loopback (16 concurrent clients); and the same
-//!    three in the database alone, without HTTP.
+//!    effect without mensageria, over HTTP on loopback (16 concurrent clients); the same events
+//!    in batches of 64 on the batch route, new and duplicate; and the three single-event cases
+//!    in the database alone, without HTTP.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,10 +27,18 @@ struct Carga {
     p99_ms: f64,
 }
 
-/// `CLIENTES` closed loops POSTing `corpo(i)` to `url` for `duracao`; every answer must be 200.
-async fn carga<F>(cliente: &reqwest::Client, url: String, duracao: Duration, corpo: F) -> Carga
+/// `CLIENTES` closed loops POSTing `corpo(i)` to `url` for `duracao`, each request carrying
+/// `por_pedido` events (`i` advances by that much); every answer must be 200. Throughput is in
+/// events per second.
+async fn carga<F>(
+    cliente: &reqwest::Client,
+    url: String,
+    duracao: Duration,
+    por_pedido: usize,
+    corpo: F,
+) -> Carga
 where
-    F: Fn(i64) -> EventoBench + Clone + Send + Sync + 'static,
+    F: Fn(i64) -> serde_json::Value + Clone + Send + Sync + 'static,
 {
     let contador = Arc::new(AtomicI64::new(0));
     let latencias = Arc::new(Mutex::new(Vec::new()));
@@ -41,7 +50,7 @@ where
             tokio::spawn(async move {
                 let mut minhas = Vec::new();
                 while inicio.elapsed() < duracao {
-                    let i = contador.fetch_add(1, Ordering::Relaxed);
+                    let i = contador.fetch_add(por_pedido as i64, Ordering::Relaxed);
                     let t = Instant::now();
                     let resposta = cliente
                         .post(&url)
@@ -64,10 +73,26 @@ where
     let segundos = inicio.elapsed().as_secs_f64();
     let latencias = latencias.lock().expect("latencies");
     Carga {
-        por_segundo: latencias.len() as f64 / segundos,
+        por_segundo: (latencias.len() * por_pedido) as f64 / segundos,
         p50_ms: percentil(&latencias, 50.0),
         p99_ms: percentil(&latencias, 99.0),
     }
+}
+
+/// Events per batch in the batch runs.
+const POR_LOTE: usize = 64;
+
+/// One event as the single route takes it.
+fn um(n: i64) -> serde_json::Value {
+    serde_json::to_value(evento_n(n)).expect("event")
+}
+
+/// `POR_LOTE` events from `n(i)`, `n(i + 1)`, ... as the batch route takes them.
+fn lote(i: i64, n: impl Fn(i64) -> i64) -> serde_json::Value {
+    let eventos: Vec<_> = (i..i + POR_LOTE as i64)
+        .map(|j| serde_json::json!({ "id": uuid::Uuid::now_v7(), "payload": um(n(j)) }))
+        .collect();
+    serde_json::json!({ "eventos": eventos })
 }
 
 /// The bare handler: decode, one transaction with the effect, answer. No auth, no dedup.
@@ -99,22 +124,22 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
     for _ in 0..p.repeticoes {
         let url = format!("{base}/m2m/bench.evento");
         let n0 = reservar(10_000_000);
-        primeiras.push(carga(&cliente, url.clone(), p.duracao, move |i| evento_n(n0 + i)).await);
+        primeiras.push(carga(&cliente, url.clone(), p.duracao, 1, move |i| um(n0 + i)).await);
         let aplicadas: i64 = sqlx::query_scalar("SELECT count(*) FROM efeito WHERE n >= $1")
             .bind(n0)
             .fetch_one(&pool)
             .await
             .expect("count");
         duplicatas.push(
-            carga(&cliente, url, p.duracao, move |i| {
-                evento_n(n0 + i % aplicadas.max(1))
+            carga(&cliente, url, p.duracao, 1, move |i| {
+                um(n0 + i % aplicadas.max(1))
             })
             .await,
         );
         let n1 = reservar(10_000_000);
         puros.push(
-            carga(&cliente, format!("{base}/puro"), p.duracao, move |i| {
-                evento_n(n1 + i)
+            carga(&cliente, format!("{base}/puro"), p.duracao, 1, move |i| {
+                um(n1 + i)
             })
             .await,
         );
@@ -181,6 +206,68 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
         "receptor p99 ≤ bare handler p99 + 0.5 ms",
         format!("{} vs {} ms", fmt(p99_primeira), fmt(p99_pura)),
         p99_primeira <= p99_pura + 0.5,
+    );
+
+    // Batches of POR_LOTE on the batch route: new events, then the same events again.
+    let (mut lotes_novos, mut lotes_duplicados) = (vec![], vec![]);
+    for _ in 0..p.repeticoes {
+        let url = format!("{base}/m2m/bench.evento/lote");
+        let n0 = reservar(10_000_000);
+        lotes_novos.push(
+            carga(&cliente, url.clone(), p.duracao, POR_LOTE, move |i| {
+                lote(i, |j| n0 + j)
+            })
+            .await,
+        );
+        let aplicadas: i64 = sqlx::query_scalar("SELECT count(*) FROM efeito WHERE n >= $1")
+            .bind(n0)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+        lotes_duplicados.push(
+            carga(&cliente, url, p.duracao, POR_LOTE, move |i| {
+                lote(i, |j| n0 + j % aplicadas.max(1))
+            })
+            .await,
+        );
+    }
+    let lote_novo = rel.medir(
+        "receptor/HTTP batch",
+        format!("first deliveries, {POR_LOTE} per batch: throughput"),
+        serie(&lotes_novos, |c| c.por_segundo),
+        "events/s",
+    );
+    rel.medir(
+        "receptor/HTTP batch",
+        format!("first deliveries, {POR_LOTE} per batch: p50 per batch"),
+        serie(&lotes_novos, |c| c.p50_ms),
+        "ms",
+    );
+    let lote_duplicado = rel.medir(
+        "receptor/HTTP batch",
+        format!("duplicates, {POR_LOTE} per batch: throughput"),
+        serie(&lotes_duplicados, |c| c.por_segundo),
+        "events/s",
+    );
+    rel.meta(
+        "a duplicate event ≥ 5× cheaper than a first delivery, per event, in batches",
+        format!(
+            "{:.2}× ({} vs {} events/s)",
+            lote_duplicado / lote_novo,
+            fmt(lote_duplicado),
+            fmt(lote_novo)
+        ),
+        lote_duplicado / lote_novo >= 5.0,
+    );
+    rel.meta(
+        "first deliveries in batches vs one request per event (HTTP, events/s)",
+        format!(
+            "{:.2}× ({} vs {} events/s)",
+            lote_novo / primeira,
+            fmt(lote_novo),
+            fmt(primeira)
+        ),
+        lote_novo > primeira,
     );
 
     // The same three in the database alone: what the dedup itself costs.
