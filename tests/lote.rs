@@ -266,3 +266,214 @@ nos_dois_bancos! {
         assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_recebidas").await, 0);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The relay's side: a `Destino` groups the deliveries of one tipo that are in flight together.
+
+/// What the sender enqueues for the `teste.lote` receptor (PostgreSQL).
+#[derive(serde::Serialize, Deserialize)]
+struct ItemEnviado {
+    chave: String,
+}
+
+#[mensageria_core::enviador(tipo = "teste.lote")]
+async fn enviar_item(
+    evento: ItemEnviado,
+    ctx: &mensageria_core::ContextoEnvio,
+) -> Result<(), mensageria_core::FalhaEnvio> {
+    ctx.exigir::<mensageria_core::Destino>()?
+        .postar(&evento, ctx)
+        .await
+}
+
+/// Requests seen by the receptor: on the single route and on the batch route.
+#[derive(Default)]
+struct Pedidos {
+    unicos: std::sync::atomic::AtomicU64,
+    lotes: std::sync::atomic::AtomicU64,
+}
+
+/// The receptor's router behind a counter of requests per route; `so_unica` mounts only the
+/// single route (an older receptor, with no batch route).
+async fn receptor_contado(
+    pool: &sqlx::PgPool,
+    so_unica: bool,
+) -> (String, std::sync::Arc<Pedidos>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    mensageria_core::migrar(pool).await.unwrap();
+    sqlx::query(EFEITO).execute(pool).await.unwrap();
+    let app = if so_unica {
+        let estado = mensageria_axum::Estado::new(pool.clone(), Config::new(["t0k"])).unwrap();
+        axum::Router::new()
+            .route(
+                "/m2m/teste.lote",
+                mensageria_axum::rota::<ReceptorLotePg, _>(),
+            )
+            .with_state(estado)
+    } else {
+        mensageria_axum::router(pool.clone(), Config::new(["t0k"])).unwrap()
+    };
+    let pedidos = std::sync::Arc::new(Pedidos::default());
+    let contador = std::sync::Arc::clone(&pedidos);
+    let app = app.layer(axum::middleware::from_fn(
+        move |pedido: axum::extract::Request, proximo: axum::middleware::Next| {
+            let contador = std::sync::Arc::clone(&contador);
+            async move {
+                if pedido.uri().path().ends_with("/lote") {
+                    contador.lotes.fetch_add(1, Relaxed);
+                } else {
+                    contador.unicos.fetch_add(1, Relaxed);
+                }
+                proximo.run(pedido).await
+            }
+        },
+    ));
+    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", ouvinte.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(ouvinte, app).await;
+    });
+    (url, pedidos)
+}
+
+async fn enfileirar_itens(pool: &sqlx::PgPool, chaves: impl IntoIterator<Item = String>) {
+    let mut tx = pool.begin().await.unwrap();
+    for chave in chaves {
+        mensageria_core::enfileirar(&mut *tx, &ItemEnviado { chave })
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+fn relay_para(pool: &sqlx::PgPool, url: &str) -> mensageria_core::relay::Relay<Postgres> {
+    let config = mensageria_core::relay::Config::new("emissor-lote")
+        .com_lote(64)
+        .com_concorrencia(64)
+        .com_backoff(Duration::from_millis(10), Duration::from_millis(10));
+    mensageria_core::relay::Relay::new(pool.clone(), config)
+        .recurso(mensageria_core::Destino::new(url).unwrap().com_token("t0k"))
+}
+
+/// 320 messages through a relay with 64 deliveries in flight: every effect applied once, and
+/// most of them rode shared requests to the batch route; a lone message later goes alone on
+/// the single route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_agrupa_as_entregas_em_voo_num_lote() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let db = mensageria_testes::PgIsolado::novo().await;
+    let (url, pedidos) = receptor_contado(&db.pool, false).await;
+    enfileirar_itens(&db.pool, (0..320).map(|n| format!("k{n}"))).await;
+    let relay = relay_para(&db.pool, &url);
+    let rodada = relay.drenar().await.unwrap();
+    assert_eq!(rodada.entregues, 320, "{rodada:?}");
+    assert_eq!(mensageria_testes::contar(&db.pool, "efeito").await, 320);
+    assert_eq!(
+        mensageria_testes::contar(&db.pool, "mensageria_saida").await,
+        0
+    );
+    let (unicos, lotes) = (pedidos.unicos.load(Relaxed), pedidos.lotes.load(Relaxed));
+    assert!(lotes >= 1, "no batch request ({unicos} single)");
+    assert!(
+        unicos + lotes <= 320 / 4,
+        "{unicos} single + {lotes} batch requests for 320 messages"
+    );
+
+    enfileirar_itens(&db.pool, ["sozinha".to_owned()]).await;
+    let antes = pedidos.unicos.load(Relaxed);
+    assert_eq!(relay.drenar().await.unwrap().entregues, 1);
+    assert_eq!(
+        pedidos.unicos.load(Relaxed),
+        antes + 1,
+        "an idle route sends at once, alone"
+    );
+    db.descartar().await;
+}
+
+/// A poison event among 64 in flight together: only it is dead-lettered; the other 63 are
+/// applied once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_lote_com_veneno_so_ele_vai_para_as_mortas() {
+    let db = mensageria_testes::PgIsolado::novo().await;
+    let (url, _) = receptor_contado(&db.pool, false).await;
+    let chaves = (0..64).map(|n| {
+        if n == 40 {
+            "recusar".to_owned()
+        } else {
+            format!("k{n}")
+        }
+    });
+    enfileirar_itens(&db.pool, chaves).await;
+    let relay = relay_para(&db.pool, &url);
+    let rodada = relay.drenar().await.unwrap();
+    assert_eq!((rodada.entregues, rodada.mortas), (63, 1), "{rodada:?}");
+    assert_eq!(mensageria_testes::contar(&db.pool, "efeito").await, 63);
+    let morta: String = sqlx::query_scalar("SELECT ultimo_erro FROM mensageria_mortas")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(
+        morta.contains("rejected") && morta.contains("chave recusada"),
+        "{morta}"
+    );
+    db.descartar().await;
+}
+
+/// A receptor without the batch route (404 there): asked once, then one request per event;
+/// nothing lost, nothing doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_volta_a_um_pedido_por_evento_sem_rota_de_lote() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let db = mensageria_testes::PgIsolado::novo().await;
+    let (url, pedidos) = receptor_contado(&db.pool, true).await;
+    enfileirar_itens(&db.pool, (0..200).map(|n| format!("k{n}"))).await;
+    let relay = relay_para(&db.pool, &url);
+    assert_eq!(relay.drenar().await.unwrap().entregues, 200);
+    assert_eq!(mensageria_testes::contar(&db.pool, "efeito").await, 200);
+    assert_eq!(
+        pedidos.lotes.load(Relaxed),
+        1,
+        "the batch route is asked once"
+    );
+    assert!(pedidos.unicos.load(Relaxed) >= 200);
+    db.descartar().await;
+}
+
+/// Batches whose answers are lost after the receptor committed (the connection is reset instead
+/// of the answer, a third of the time): the relay sends them again, the receptor answers
+/// `duplicate`, and every effect is applied exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_lote_com_resposta_perdida_aplica_uma_vez() {
+    let db = mensageria_testes::PgIsolado::novo().await;
+    let (url, _) = receptor_contado(&db.pool, false).await;
+    let destino: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let proxy = mensageria_core::teste::ProxyDeFalhas::iniciar(destino, 7)
+        .await
+        .unwrap();
+    proxy.modo(mensageria_core::teste::ModoProxy::PerderResposta { fracao: 0.3 });
+    enfileirar_itens(&db.pool, (0..300).map(|n| format!("k{n}"))).await;
+    let relay = relay_para(&db.pool, &proxy.url());
+    mensageria_testes::esperar_ate(Duration::from_secs(60), || async {
+        relay.drenar().await.unwrap();
+        mensageria_testes::contar(&db.pool, "mensageria_saida").await == 0
+    })
+    .await;
+    assert!(
+        proxy.contagem().respostas_perdidas > 0,
+        "{:?}",
+        proxy.contagem()
+    );
+    let efeitos: i64 = sqlx::query_scalar("SELECT count(DISTINCT chave) FROM efeito")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        (efeitos, mensageria_testes::contar(&db.pool, "efeito").await),
+        (300, 300)
+    );
+    assert_eq!(
+        mensageria_testes::contar(&db.pool, "mensageria_mortas").await,
+        0
+    );
+    db.descartar().await;
+}

@@ -53,6 +53,18 @@
 //! Each request carries `x-request-id` (the message id, stable across redeliveries),
 //! `x-mensageria-tipo`, `x-mensageria-tentativa` and `x-correlation-id`.
 //!
+//! # Batches
+//!
+//! Deliveries of one tipo that are in flight at the same time leave together, in one request to
+//! the receptor's batch route (`POST {base}/m2m/{tipo}/lote`), and each gets its own outcome
+//! back (applied or duplicate: `Ok`; rejected, invalid payload or key: `Permanente`; the rest:
+//! `Temporaria`). Nothing waits to fill a batch: a delivery that finds its route idle leaves at
+//! once, alone, on the single route; the ones that arrive while a request is out leave together
+//! when it returns, up to [`com_lote_maximo`](Destino::com_lote_maximo) (64). A receptor that
+//! answers 404 or 405 on the batch route (an older one) gets one request per event from then on;
+//! a receiver that is not a mensageria receptor
+//! ([`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx)) always does.
+//!
 //! # CloudEvents
 //!
 //! Each request is also a [CloudEvents 1.0](https://github.com/cloudevents/spec) event in the
@@ -92,6 +104,8 @@ pub const LIMITE_RESPOSTA: usize = 8 * 1024;
 /// How much of a body that is not the receptor's answer is quoted in the error.
 const TRECHO_CITADO: usize = 300;
 
+mod lote;
+
 /// An HTTP service that receives M2M messages.
 #[derive(Clone)]
 pub struct Destino {
@@ -100,6 +114,9 @@ pub struct Destino {
     token: Option<HeaderValue>,
     tempo_limite: Duration,
     confirmacao: Confirmacao,
+    /// The queues of the batch route, shared by clones (`None`: one request per event).
+    agrupador: Option<std::sync::Arc<lote::Agrupador>>,
+    lote_maximo: usize,
 }
 
 /// Which 2xx answers count as a delivery.
@@ -149,6 +166,8 @@ impl Destino {
             token: None,
             tempo_limite: Duration::from_secs(10),
             confirmacao: Confirmacao::Receptor,
+            agrupador: lote::novo_agrupador(),
+            lote_maximo: 64,
         })
     }
 
@@ -189,6 +208,15 @@ impl Destino {
     #[doc(alias = "webhook")]
     pub fn aceitar_qualquer_2xx(mut self) -> Self {
         self.confirmacao = Confirmacao::Qualquer2xx;
+        self.agrupador = None;
+        self
+    }
+
+    /// At most `eventos` deliveries of one tipo in one request to the receptor's batch route
+    /// (default 64; 0 or 1: one request per event, always). Batches form only from deliveries
+    /// in flight at the same time, never by waiting (see [the module](self#batches)).
+    pub fn com_lote_maximo(mut self, eventos: usize) -> Self {
+        self.lote_maximo = eventos;
         self
     }
 
@@ -202,18 +230,30 @@ impl Destino {
             .await
     }
 
-    /// POSTs `evento` as JSON to `{base}{caminho}` (the base URL's own path is kept).
+    /// POSTs `evento` as JSON to `{base}{caminho}` (the base URL's own path is kept), alone or,
+    /// when other deliveries of that route are in flight, with them to `{base}{caminho}/lote`.
     pub async fn postar_em<T: Serialize + ?Sized>(
         &self,
         caminho: &str,
         evento: &T,
         ctx: &ContextoEnvio,
     ) -> Result<(), FalhaEnvio> {
-        let url = self.url_de(caminho);
-        let exibida = sem_credenciais(&url);
-        let corpo = serde_json::to_vec(evento).map_err(|erro| {
+        let corpo = serde_json::value::to_raw_value(evento).map_err(|erro| {
             FalhaEnvio::permanente(format!("payload does not serialize: {erro}"))
         })?;
+        self.postar_agrupado(caminho, corpo, ctx).await
+    }
+
+    /// One request on the single route: `corpo` to `{base}{caminho}`.
+    async fn enviar_um(
+        &self,
+        caminho: &str,
+        corpo: &[u8],
+        ctx: &ContextoEnvio,
+    ) -> Result<(), FalhaEnvio> {
+        let url = self.url_de(caminho);
+        let exibida = sem_credenciais(&url);
+        let corpo = corpo.to_vec();
         let mut pedido = self
             .cliente
             .post(url.clone())
