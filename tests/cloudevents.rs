@@ -165,7 +165,9 @@ nos_dois_bancos! {
         }
         let depois = Utc::now();
         let relay = Relay::new(db.pool.clone(), config())
-            .recurso(Destino::new(&base).unwrap().com_token(TOKEN))
+            // One CloudEvents request per message: a batch (`/lote`) is mensageria's own
+            // format, not a CloudEvent.
+            .recurso(Destino::new(&base).unwrap().com_token(TOKEN).com_lote_maximo(1))
             .spawn()
             .unwrap();
         esperar_valor(

@@ -440,40 +440,51 @@ async fn relay_volta_a_um_pedido_por_evento_sem_rota_de_lote() {
 }
 
 /// Batches whose answers are lost after the receptor committed (the connection is reset instead
-/// of the answer, a third of the time): the relay sends them again, the receptor answers
-/// `duplicate`, and every effect is applied exactly once.
+/// of the answer, a third of the time), or cut right after the request reached the receptor
+/// (which may have committed or not: its handler is cancelled mid-batch): the relay sends them
+/// again, the receptor answers `duplicate` for what it had applied, and every effect is applied
+/// exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relay_lote_com_resposta_perdida_aplica_uma_vez() {
-    let db = mensageria_testes::PgIsolado::novo().await;
-    let (url, _) = receptor_contado(&db.pool, false).await;
-    let destino: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
-    let proxy = mensageria_core::teste::ProxyDeFalhas::iniciar(destino, 7)
-        .await
-        .unwrap();
-    proxy.modo(mensageria_core::teste::ModoProxy::PerderResposta { fracao: 0.3 });
-    enfileirar_itens(&db.pool, (0..300).map(|n| format!("k{n}"))).await;
-    let relay = relay_para(&db.pool, &proxy.url());
-    mensageria_testes::esperar_ate(Duration::from_secs(60), || async {
-        relay.drenar().await.unwrap();
-        mensageria_testes::contar(&db.pool, "mensageria_saida").await == 0
-    })
-    .await;
-    assert!(
-        proxy.contagem().respostas_perdidas > 0,
-        "{:?}",
-        proxy.contagem()
-    );
-    let efeitos: i64 = sqlx::query_scalar("SELECT count(DISTINCT chave) FROM efeito")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(
-        (efeitos, mensageria_testes::contar(&db.pool, "efeito").await),
-        (300, 300)
-    );
-    assert_eq!(
-        mensageria_testes::contar(&db.pool, "mensageria_mortas").await,
-        0
-    );
-    db.descartar().await;
+async fn relay_lote_com_resposta_perdida_ou_cortada_aplica_uma_vez() {
+    use mensageria_core::teste::ModoProxy;
+    for (semente, modo) in [
+        (7, ModoProxy::PerderResposta { fracao: 0.3 }),
+        (8, ModoProxy::CortarAposEncaminhar),
+    ] {
+        let db = mensageria_testes::PgIsolado::novo().await;
+        let (url, _) = receptor_contado(&db.pool, false).await;
+        let destino: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+        let proxy = mensageria_core::teste::ProxyDeFalhas::iniciar(destino, semente)
+            .await
+            .unwrap();
+        proxy.modo(modo);
+        enfileirar_itens(&db.pool, (0..300).map(|n| format!("k{n}"))).await;
+        let relay = relay_para(&db.pool, &proxy.url());
+        // A few rounds under the fault, then the network heals.
+        for _ in 0..3 {
+            relay.rodada().await.unwrap();
+        }
+        proxy.modo(ModoProxy::Passar);
+        mensageria_testes::esperar_ate(Duration::from_secs(60), || async {
+            relay.drenar().await.unwrap();
+            mensageria_testes::contar(&db.pool, "mensageria_saida").await == 0
+        })
+        .await;
+        let efeitos: i64 = sqlx::query_scalar("SELECT count(DISTINCT chave) FROM efeito")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        let total = mensageria_testes::contar(&db.pool, "efeito").await;
+        assert_eq!(
+            (efeitos, total),
+            (300, 300),
+            "{modo:?}: {:?}",
+            proxy.contagem()
+        );
+        assert_eq!(
+            mensageria_testes::contar(&db.pool, "mensageria_mortas").await,
+            0
+        );
+        db.descartar().await;
+    }
 }

@@ -67,8 +67,10 @@
 //!
 //! # CloudEvents
 //!
-//! Each request is also a [CloudEvents 1.0](https://github.com/cloudevents/spec) event in the
-//! HTTP binding's binary mode: the body is the event's data (`Content-Type: application/json`)
+//! Each single-event request is also a [CloudEvents 1.0](https://github.com/cloudevents/spec)
+//! event in the HTTP binding's binary mode (a batch request is mensageria's own format: for a
+//! consumer that is not a mensageria receptor, [`com_lote_maximo(1)`](Destino::com_lote_maximo)
+//! or [`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx) keeps one request per event): the body is the event's data (`Content-Type: application/json`)
 //! and the attributes travel as headers, so any CloudEvents consumer can take it:
 //!
 //! | header | value |

@@ -208,19 +208,8 @@ impl Lado {
             FalhaResposta::Lento(atraso) => tokio::time::sleep(atraso).await,
             _ => {}
         }
-        if let Some(id) = pedido
-            .headers()
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-        {
-            *self
-                .entregas
-                .0
-                .lock()
-                .unwrap()
-                .entry(id.to_owned())
-                .or_default() += 1;
-        }
+        // A delivery is one event: the request's `x-request-id`, or each event of a batch.
+        let (pedido, ids) = ids_das_entregas(pedido).await;
         let remetente = (
             cabecalho(&pedido, "x-mensageria-tipo"),
             cabecalho(&pedido, "x-app"),
@@ -230,7 +219,10 @@ impl Lado {
             .lock()
             .unwrap()
             .entry(remetente)
-            .or_default() += 1;
+            .or_default() += ids.len().max(1) as u64;
+        for id in ids {
+            *self.entregas.0.lock().unwrap().entry(id).or_default() += 1;
+        }
         let resposta = proximo.run(pedido).await;
         match falha {
             FalhaResposta::ErroAposCommit(fracao) if self.sortear(fracao) => {
@@ -243,6 +235,38 @@ impl Lado {
             _ => resposta,
         }
     }
+}
+
+/// The message ids a request delivers: its `x-request-id`, or, on a batch route (`…/lote`),
+/// the `id` of each of its events. The request comes back whole.
+async fn ids_das_entregas(pedido: Request) -> (Request, Vec<String>) {
+    if !pedido.uri().path().ends_with("/lote") {
+        let id = pedido
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        return (pedido, id.into_iter().collect());
+    }
+    let (partes, corpo) = pedido.into_parts();
+    let bytes = axum::body::to_bytes(corpo, 64 * 1024 * 1024)
+        .await
+        .unwrap_or_default();
+    let ids = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|lote| {
+            lote["eventos"].as_array().map(|eventos| {
+                eventos
+                    .iter()
+                    .filter_map(|e| e["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    (
+        Request::from_parts(partes, axum::body::Body::from(bytes)),
+        ids,
+    )
 }
 
 /// A second HTTP server on 127.0.0.1, the host a [`FalhaResposta::Redirecionar`] points to. It

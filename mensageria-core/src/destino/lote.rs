@@ -1,12 +1,13 @@
-//! Group commit over HTTP: the deliveries of one route that are in flight at the same time leave
-//! in one request to the receptor's batch route (`POST {url}/lote`), and each gets its own
-//! outcome back.
+//! Group commit over HTTP: the deliveries of one route that start together leave in one request
+//! to the receptor's batch route (`POST {url}/lote`), and each gets its own outcome back.
 //!
-//! Nothing waits to fill a batch. A delivery that finds its route idle leaves at once, alone, on
-//! the single route (as without batches: same latency, same CloudEvents request). Deliveries
-//! that arrive while a request of their route is out queue up and leave together as soon as it
-//! returns, up to [`Destino::com_lote_maximo`] events per request. So batches form only under
-//! load, and grow with it: with 64 deliveries in flight, most of them ride a shared request.
+//! Nothing waits to fill a batch, and no delivery waits for another request to come back. The
+//! first delivery of a route opens a batch and yields to the runtime a few times (microseconds,
+//! no timer): the deliveries the relay started in the same claim join it meanwhile. Then the
+//! batch closes: alone, its one event goes on the single route (as without batches: same
+//! latency, same CloudEvents request); with company, all go in one request to the batch route,
+//! up to [`Destino::com_lote_maximo`] events. At low rates every delivery goes alone; under load
+//! a claim of 64 due rows becomes a request or two.
 //!
 //! A receptor without the batch route (an older mensageria, or anything answering 404 or 405
 //! there) is remembered: from then on this destination sends one request per event. A batch
@@ -39,37 +40,70 @@ const LIMITE_RESPOSTA_LOTE: usize = 1024 * 1024;
 /// The largest batch body this side builds (the receptor's default limit is 4 MiB).
 const LIMITE_CORPO_LOTE: usize = 2 * 1024 * 1024;
 
-/// One delivery waiting for its route's next request.
+/// One delivery in a batch, waiting for its outcome.
 struct Pendente {
     ctx: ContextoEnvio,
     payload: Box<RawValue>,
     resposta: oneshot::Sender<Result<(), FalhaEnvio>>,
 }
 
-/// The queues of a destination's routes, shared by its clones.
+/// A batch being collected: deliveries join it until its opener closes it.
+type Aberto = Arc<Mutex<Vec<Pendente>>>;
+
+/// The batches open on a destination's routes, shared by its clones.
 #[derive(Default)]
 pub(super) struct Agrupador {
-    filas: Mutex<HashMap<String, Fila>>,
+    abertos: Mutex<HashMap<String, Aberto>>,
     /// The receptor has no batch route: one request per event from now on.
     sem_rota_de_lote: AtomicBool,
 }
 
-#[derive(Default)]
-struct Fila {
-    pendentes: Vec<Pendente>,
-    /// A request of this route is out.
-    ocupada: bool,
-}
+/// How many times the opener of a batch yields before closing it.
+const CESSOES: usize = 4;
 
-/// The right to send on an idle route; dropping it hands the route to what queued meanwhile.
-struct Vez {
+/// Closes the batch its opener opened, also when the opener's future is dropped while it
+/// yields: what joined is sent anyway.
+struct Abertura {
     destino: Destino,
     rota: String,
+    lote: Aberto,
 }
 
-impl Drop for Vez {
+impl Abertura {
+    /// Closes the batch to newcomers and takes what joined it.
+    fn fechar(&self) -> Vec<Pendente> {
+        if let Some(agrupador) = &self.destino.agrupador {
+            let mut abertos = agrupador.abertos.lock().expect("open batches");
+            if abertos
+                .get(&self.rota)
+                .is_some_and(|aberto| Arc::ptr_eq(aberto, &self.lote))
+            {
+                abertos.remove(&self.rota);
+            }
+        }
+        std::mem::take(&mut *self.lote.lock().expect("open batch"))
+    }
+}
+
+impl Drop for Abertura {
     fn drop(&mut self) {
-        self.destino.liberar(std::mem::take(&mut self.rota));
+        let juntos = self.fechar();
+        if juntos.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let (destino, rota) = (self.destino.clone(), std::mem::take(&mut self.rota));
+                runtime.spawn(async move { destino.enviar_lote(&rota, juntos).await });
+            }
+            Err(_) => {
+                for pendente in juntos {
+                    let _ = pendente.resposta.send(Err(FalhaEnvio::temporaria(
+                        "no async runtime left to send this batch",
+                    )));
+                }
+            }
+        }
     }
 }
 
@@ -103,117 +137,112 @@ struct ResultadoLote {
 }
 
 impl Destino {
-    /// Whether this destination sends batches now.
-    fn agrupa(&self) -> bool {
-        self.lote_maximo > 1
-            && self
-                .agrupador
-                .as_ref()
-                .is_some_and(|a| !a.sem_rota_de_lote.load(Ordering::Relaxed))
-    }
-
-    /// Sends one event on `caminho`: alone at once when the route is idle, otherwise with
-    /// whatever else queued behind the request that is out.
+    /// Sends one event on `caminho`: alone, or in one request with the deliveries of that route
+    /// that start at the same moment.
     pub(super) async fn postar_agrupado(
         &self,
         caminho: &str,
         payload: Box<RawValue>,
         ctx: &ContextoEnvio,
     ) -> Result<(), FalhaEnvio> {
-        let Some(agrupador) = self.agrupador.as_ref().filter(|_| self.agrupa()) else {
+        let Some(agrupador) = self
+            .agrupador
+            .as_ref()
+            .filter(|a| self.lote_maximo > 1 && !a.sem_rota_de_lote.load(Ordering::Relaxed))
+        else {
             return self.enviar_um(caminho, payload.get().as_bytes(), ctx).await;
         };
-        let espera = {
-            let mut filas = agrupador.filas.lock().expect("batch queues");
-            let fila = filas.entry(caminho.to_owned()).or_default();
-            if fila.ocupada {
-                let (resposta, espera) = oneshot::channel();
-                fila.pendentes.push(Pendente {
-                    ctx: ctx.clone(),
-                    payload,
-                    resposta,
-                });
-                Err(espera)
-            } else {
-                fila.ocupada = true;
-                Ok(payload)
-            }
-        };
-        match espera {
-            Ok(payload) => {
-                let _vez = Vez {
-                    destino: self.clone(),
-                    rota: caminho.to_owned(),
-                };
-                self.enviar_um(caminho, payload.get().as_bytes(), ctx).await
-            }
-            Err(espera) => espera.await.unwrap_or_else(|_| {
-                Err(FalhaEnvio::temporaria(
-                    "the batch this delivery was queued in was dropped before it was sent",
-                ))
-            }),
-        }
-    }
-
-    /// The request that held `rota` is done: the route goes idle, or what queued meanwhile leaves
-    /// in batches, from a task of its own, until the queue is empty.
-    fn liberar(&self, rota: String) {
-        let Some(lote) = self.proximo_lote(&rota) else {
-            return;
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let destino = self.clone();
-                runtime.spawn(async move {
-                    let mut lote = lote;
-                    loop {
-                        destino.enviar_lote(&rota, lote).await;
-                        match destino.proximo_lote(&rota) {
-                            Some(proximo) => lote = proximo,
-                            None => return,
-                        }
+        // Join the open batch of this route, or open one.
+        let lote = {
+            let mut abertos = agrupador.abertos.lock().expect("open batches");
+            match abertos.get(caminho) {
+                Some(aberto) => {
+                    let (resposta, espera) = oneshot::channel();
+                    let mut juntos = aberto.lock().expect("open batch");
+                    juntos.push(Pendente {
+                        ctx: ctx.clone(),
+                        payload,
+                        resposta,
+                    });
+                    // Full (the opener counts as one): the next delivery opens another.
+                    if juntos.len() + 1 >= self.lote_maximo {
+                        drop(juntos);
+                        abertos.remove(caminho);
                     }
+                    Err(espera)
+                }
+                None => {
+                    let aberto = Aberto::default();
+                    abertos.insert(caminho.to_owned(), Arc::clone(&aberto));
+                    Ok((payload, aberto))
+                }
+            }
+        };
+        let (payload, aberto) = match lote {
+            Ok(aberto) => aberto,
+            Err(espera) => {
+                return espera.await.unwrap_or_else(|_| {
+                    Err(FalhaEnvio::temporaria(
+                        "the batch this delivery joined was dropped before it was answered",
+                    ))
                 });
             }
-            Err(_) => {
-                for pendente in lote {
-                    let _ = pendente.resposta.send(Err(FalhaEnvio::temporaria(
-                        "no async runtime left to send this batch",
-                    )));
-                }
-                while let Some(lote) = self.proximo_lote(&rota) {
-                    drop(lote);
-                }
-            }
+        };
+        let abertura = Abertura {
+            destino: self.clone(),
+            rota: caminho.to_owned(),
+            lote: aberto,
+        };
+        for _ in 0..CESSOES {
+            tokio::task::yield_now().await;
+        }
+        let mut juntos = abertura.fechar();
+        drop(abertura);
+        if juntos.is_empty() {
+            return self.enviar_um(caminho, payload.get().as_bytes(), ctx).await;
+        }
+        // In a task of its own, so that this delivery's timeout does not cut the others' request.
+        let (resposta, espera) = oneshot::channel();
+        juntos.insert(
+            0,
+            Pendente {
+                ctx: ctx.clone(),
+                payload,
+                resposta,
+            },
+        );
+        let (destino, rota) = (self.clone(), caminho.to_owned());
+        tokio::spawn(async move { destino.enviar_lote(&rota, juntos).await });
+        espera.await.unwrap_or_else(|_| {
+            Err(FalhaEnvio::temporaria(
+                "the batch of this delivery was dropped before it was answered",
+            ))
+        })
+    }
+
+    /// Sends `lote` and answers every delivery in it: the deliveries that gave up meanwhile
+    /// (their relay's send timeout) are left out, and a batch over [`LIMITE_CORPO_LOTE`] bytes
+    /// goes in several requests.
+    async fn enviar_lote(&self, rota: &str, mut lote: Vec<Pendente>) {
+        lote.retain(|pendente| !pendente.resposta.is_closed());
+        while !lote.is_empty() {
+            let mut bytes = 0;
+            let cabem = lote
+                .iter()
+                .take_while(|p| {
+                    bytes += p.payload.get().len() + 96;
+                    bytes <= LIMITE_CORPO_LOTE
+                })
+                .count()
+                .max(1);
+            let resto = lote.split_off(cabem);
+            self.enviar_parte(rota, lote).await;
+            lote = resto;
         }
     }
 
-    /// Up to `lote_maximo` events (and [`LIMITE_CORPO_LOTE`] bytes) of the queue of `rota`, or
-    /// `None` (the route goes idle) when nothing is waiting.
-    fn proximo_lote(&self, rota: &str) -> Option<Vec<Pendente>> {
-        let agrupador = self.agrupador.as_ref()?;
-        let mut filas = agrupador.filas.lock().expect("batch queues");
-        let fila = filas.get_mut(rota)?;
-        if fila.pendentes.is_empty() {
-            fila.ocupada = false;
-            return None;
-        }
-        let mut bytes = 0;
-        let quantos = fila
-            .pendentes
-            .iter()
-            .take(self.lote_maximo)
-            .take_while(|p| {
-                bytes += p.payload.get().len() + 96;
-                bytes <= LIMITE_CORPO_LOTE
-            })
-            .count()
-            .max(1);
-        Some(fila.pendentes.drain(..quantos).collect())
-    }
-
-    /// Sends `lote` and answers every delivery in it.
-    async fn enviar_lote(&self, rota: &str, lote: Vec<Pendente>) {
+    /// One request for `lote` (alone on the single route when it is one event).
+    async fn enviar_parte(&self, rota: &str, lote: Vec<Pendente>) {
         if lote.len() == 1 {
             return self.enviar_sozinhos(rota, lote).await;
         }
