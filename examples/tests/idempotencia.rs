@@ -56,7 +56,13 @@ async fn cada_pagamento_aplica_uma_vez_mesmo_entregue_quatro_vezes() {
     // The ten lines: faults on, enqueue, drain, check.
     let ensaio = Ensaio::new().duplicar_entregas().perder_primeiro_ack();
     let relay = Relay::new(pool.clone(), Config::new("loja").com_ensaio(ensaio))
-        .recurso(Destino::new(&url).unwrap().com_token("t0k"));
+        // One request per delivery (no batches), so the count below counts deliveries.
+        .recurso(
+            Destino::new(&url)
+                .unwrap()
+                .com_token("t0k")
+                .com_lote_maximo(1),
+        );
     for pedido in ["p-1", "p-2", "p-3"] {
         let mut tx = pool.begin().await.unwrap();
         let evento = Pagamento {

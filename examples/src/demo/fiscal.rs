@@ -84,7 +84,8 @@ pub(crate) fn router_postgres(
 /// What reached the receptor: ground truth on the receiving side.
 #[derive(Debug, Default)]
 pub(crate) struct Contagem {
-    /// HTTP requests that reached the receptor (its answer may be lost on the way back).
+    /// Deliveries that reached the receptor, one per message (a batch counts each of its
+    /// events; the answer may be lost on the way back).
     pub(crate) entregas: AtomicU64,
     /// Answered 200 `applied`.
     pub(crate) aplicadas: AtomicU64,
@@ -110,30 +111,55 @@ pub(crate) fn contando(app: Router, contagem: Arc<Contagem>) -> Router {
 }
 
 async fn contar(State(contagem): State<Arc<Contagem>>, pedido: Request, proximo: Next) -> Response {
-    contagem.entregas.fetch_add(1, Ordering::Relaxed);
-    if let Some(id) = pedido
-        .headers()
-        .get("x-request-id")
-        .and_then(|valor| valor.to_str().ok())
-    {
-        contagem
-            .mensagens
-            .lock()
-            .expect("counter lock")
-            .insert(id.to_owned());
-    }
+    // A delivery is one message: a request of the single route, or each event of a batch
+    // (`…/lote`, whose events carry their ids in the body).
+    let (pedido, ids) = ids_entregues(pedido).await;
+    contagem
+        .entregas
+        .fetch_add(ids.len().max(1) as u64, Ordering::Relaxed);
+    contagem.mensagens.lock().expect("counter lock").extend(ids);
     let (partes, corpo) = proximo.run(pedido).await.into_parts();
     // The receptor's answers are small JSON documents: read, classify, pass on unchanged.
-    let corpo = axum::body::to_bytes(corpo, 64 * 1024)
+    let corpo = axum::body::to_bytes(corpo, 1024 * 1024)
         .await
         .unwrap_or_default();
     let texto = std::str::from_utf8(&corpo).unwrap_or_default();
     if partes.status.is_success() {
-        if texto.contains(r#""resultado":"applied""#) {
-            contagem.aplicadas.fetch_add(1, Ordering::Relaxed);
-        } else if texto.contains(r#""resultado":"duplicate""#) {
-            contagem.duplicatas.fetch_add(1, Ordering::Relaxed);
-        }
+        let vezes = |resultado: &str| texto.matches(resultado).count() as u64;
+        contagem
+            .aplicadas
+            .fetch_add(vezes(r#""resultado":"applied""#), Ordering::Relaxed);
+        contagem
+            .duplicatas
+            .fetch_add(vezes(r#""resultado":"duplicate""#), Ordering::Relaxed);
     }
     Response::from_parts(partes, Body::from(corpo))
+}
+
+/// The message ids a request delivers: its `x-request-id`, or the `id` of each event of a batch.
+async fn ids_entregues(pedido: Request) -> (Request, Vec<String>) {
+    if !pedido.uri().path().ends_with("/lote") {
+        let id = pedido
+            .headers()
+            .get("x-request-id")
+            .and_then(|valor| valor.to_str().ok())
+            .map(str::to_owned);
+        return (pedido, id.into_iter().collect());
+    }
+    let (partes, corpo) = pedido.into_parts();
+    let corpo = axum::body::to_bytes(corpo, 16 * 1024 * 1024)
+        .await
+        .unwrap_or_default();
+    let ids = serde_json::from_slice::<serde_json::Value>(&corpo)
+        .ok()
+        .and_then(|lote| {
+            lote["eventos"].as_array().map(|eventos| {
+                eventos
+                    .iter()
+                    .filter_map(|evento| evento["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    (Request::from_parts(partes, Body::from(corpo)), ids)
 }
