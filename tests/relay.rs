@@ -263,7 +263,7 @@ nos_dois_bancos! {
         mensageria_core::migrar(&db.pool).await.unwrap();
         enfileirar(&db.pool, &aviso(1)).await.unwrap();
         let tipos = ["teste.aviso"];
-        let pedido = |token, lease_ms| mensageria_core::teste::reivindicacao::Pedido { tipos: &tipos, pisos_ms: &[0], lote: 10, lease_ms, dono: "r", token };
+        let pedido = |token, lease_ms| mensageria_core::teste::reivindicacao::Pedido { tipos: &tipos, pisos_ms: &[0], lote: 10, lease_ms, dono: "r", token, bloquear_apos_morta: true };
         let primeiro = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(111, 50)).await.unwrap();
         assert_eq!(primeiro.len(), 1);
         // While the lease holds, nobody else can claim it.
@@ -441,6 +441,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
             lease_ms: 1000,
             dono: "r",
             token: 1,
+            bloquear_apos_morta: true,
         };
         mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido)
             .await
@@ -470,6 +471,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
     .bind("r")
     .bind(1_i64)
     .bind(vec![0_i64])
+    .bind(true)
     .fetch_all(&db.pool)
     .await
     .unwrap();
@@ -488,6 +490,7 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
         lease_ms: 1000,
         dono: "r",
         token: 2,
+        bloquear_apos_morta: true,
     };
     let linhas = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido)
         .await
@@ -550,6 +553,7 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
         lease_ms: 60_000,
         dono: "r",
         token,
+        bloquear_apos_morta: true,
     };
     // Settlements fenced by a token no row holds: they find their row and change nothing.
     let fenced = [(1_i64, -1_i64), (2, -1)];
@@ -668,6 +672,7 @@ async fn piso_evita_caminhar_sobre_linhas_mortas() {
             .bind("r")
             .bind(1_i64)
             .bind(vec![piso_ms])
+            .bind(true)
             .fetch_all(&pool)
             .await
             .unwrap();

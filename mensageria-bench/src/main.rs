@@ -55,6 +55,8 @@ enum Secao {
     PontaAPonta,
     Receptor,
     Reivindicacao,
+    /// The ordered claim next to the unordered one (in `reivindicacao.rs`).
+    Ordem,
 }
 
 /// What limits the targets this machine misses, measured or reasoned from the figures (kept
@@ -100,6 +102,7 @@ fn main() {
             Secao::PontaAPonta,
             Secao::Receptor,
             Secao::Reivindicacao,
+            Secao::Ordem,
         ]
     } else {
         args.so.clone()
@@ -126,6 +129,9 @@ fn main() {
         }
         if secoes.contains(&Secao::Reivindicacao) {
             reivindicacao::medir(&mut rel, &p).await;
+        }
+        if secoes.contains(&Secao::Ordem) {
+            reivindicacao::medir_ordem(&mut rel, &p).await;
         }
         rel.nota("Everything runs on one machine: PostgreSQL, the producers, the relay, the receptor and the load generator share its cores, so absolute rates are lower than on separate hosts; the ratios are what the targets check.");
         rel.nota("Enqueue overhead: TRUNCATE between repetitions keeps the saída from growing across runs; the relay is not running in that section.");

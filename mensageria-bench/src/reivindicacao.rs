@@ -46,6 +46,7 @@ async fn reivindicar(pool: &PgPool, piso_ms: i64) -> (f64, i64) {
             lease_ms: 60_000,
             dono: "bench",
             token: 7,
+            bloquear_apos_morta: true,
         },
     )
     .await
@@ -242,4 +243,106 @@ async fn queimar(backlog: i64, conexoes: u32) -> (f64, u64) {
         backlog as f64 / segundos,
         pico.load(Ordering::Relaxed).saturating_sub(antes),
     )
+}
+
+/// How the ordered backlog is laid out in due order.
+#[derive(Clone, Copy)]
+enum Disposicao {
+    /// No ordering key (today's rows).
+    SemOrdem,
+    /// Ordered; step-major: every key's step 0, then every key's step 1, … (producers that
+    /// interleave keys): the heads sit at the front of the queue.
+    PassoAPasso,
+    /// Ordered; key-major: key 0's 20 steps, then key 1's, … (one producer per entity in
+    /// bursts): to find 64 heads the claim passes over 19 waiting rows per head.
+    ChaveAChave,
+}
+
+const PASSOS: i64 = 20;
+
+/// Seeds `quantas` due rows of `bench.nada` laid out as `disposicao` says (ordered rows in keys
+/// of `PASSOS` steps, their sequence in enqueue order).
+async fn semear_ordenadas(pool: &PgPool, quantas: i64, disposicao: Disposicao) {
+    let chaves = quantas / PASSOS;
+    // g runs over the due order; (chave, passo) from it.
+    let (chave, passo) = match disposicao {
+        Disposicao::SemOrdem => ("NULL", "NULL"),
+        Disposicao::PassoAPasso => ("((g - 1) % $2)::text", "((g - 1) / $2)"),
+        Disposicao::ChaveAChave => ("((g - 1) / $3)::text", "((g - 1) % $3)"),
+    };
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO mensageria_saida \
+             (id_mensagem, tipo, payload, proxima_tentativa_em, chave_ordem, seq_ordem) \
+         SELECT gen_random_uuid(), 'bench.nada', '{{\"n\":1}}'::json, \
+                now() - interval '1 minute' + g * interval '1 microsecond', {chave}, {passo} \
+         FROM generate_series(1, $1) AS g WHERE $2 > 0 AND $3 > 0"
+    )))
+    .bind(quantas)
+    .bind(chaves)
+    .bind(PASSOS)
+    .execute(pool)
+    .await
+    .expect("seed the saída");
+}
+
+/// Ordered vs unordered claims on the same backlog size: median claim latency (claims of
+/// `LOTE`, each delivered, i.e. deleted, before the next, so a key's next step becomes its
+/// head) and the rows per second one claimer gets from it.
+pub(crate) async fn medir_ordem(rel: &mut Relatorio, p: &Parametros) {
+    println!("6. ordered claim");
+    let quantas = (CLAIMS as i64 * LOTE + LOTE) * 2 * p.repeticoes as i64;
+    let mut medianas = Vec::new();
+    for (disposicao, nome) in [
+        (Disposicao::SemOrdem, "unordered"),
+        (
+            Disposicao::PassoAPasso,
+            "ordered, 20 steps per key, step-major",
+        ),
+        (
+            Disposicao::ChaveAChave,
+            "ordered, 20 steps per key, key-major",
+        ),
+    ] {
+        let pg = Pg::novo().await;
+        let pool = pg.pool(2).await;
+        sqlx::query("ALTER TABLE mensageria_saida SET (autovacuum_enabled = false)")
+            .execute(&pool)
+            .await
+            .expect("no autovacuum");
+        semear_ordenadas(&pool, quantas, disposicao).await;
+        sqlx::query("ANALYZE mensageria_saida")
+            .execute(&pool)
+            .await
+            .expect("analyze");
+        let mut tempos = Vec::new();
+        for _ in 0..p.repeticoes {
+            tempos.push(medir_claims(&pool, false).await);
+        }
+        let mediana = rel.medir(
+            "ordered claim",
+            format!("claim of {LOTE} from a {quantas}-row backlog, {nome}"),
+            tempos,
+            "ms",
+        );
+        rel.medir(
+            "ordered claim",
+            format!("rows/s one claimer gets, {nome}"),
+            vec![LOTE as f64 / mediana * 1000.0],
+            "rows/s",
+        );
+        medianas.push(mediana);
+        pool.close().await;
+        pg.descartar().await;
+    }
+    rel.meta(
+        "ordered claim (step-major) ≤ 2 × unordered",
+        format!(
+            "{:.2}× ({} vs {} ms); key-major {:.2}×",
+            medianas[1] / medianas[0],
+            fmt(medianas[1]),
+            fmt(medianas[0]),
+            medianas[2] / medianas[0]
+        ),
+        medianas[1] <= 2.0 * medianas[0],
+    );
 }

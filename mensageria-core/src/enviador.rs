@@ -39,6 +39,13 @@ pub trait Enviador: Serialize + DeserializeOwned + Send + Sync + 'static {
         self,
         ctx: &'a ContextoEnvio,
     ) -> impl Future<Output = Result<(), FalhaEnvio>> + Send + 'a;
+
+    /// The ordering key of this payload ([`crate::ordem`]): `Some` when the attribute says
+    /// `ordem = ...`, so [`enfileirar`](crate::enfileirar) enqueues it ordered; `None` (the
+    /// default) keeps it unordered.
+    fn chave_ordem(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Why a send did not succeed, which tells the relay what to do next.

@@ -63,6 +63,19 @@ pub enum Erro {
         limite: usize,
     },
 
+    /// An ordering key that cannot be stored (empty, or over [`crate::ordem::LIMITE_CHAVE_ORDEM`]).
+    #[error(
+        "the ordering key of a message of tipo `{tipo}` is invalid ({motivo}), so nothing was \
+         enqueued; give the identity of the entity whose messages must stay in order, e.g. \
+         `pedido:42`"
+    )]
+    ChaveOrdemInvalida {
+        /// The tipo of the payload.
+        tipo: String,
+        /// Which rule the key breaks.
+        motivo: &'static str,
+    },
+
     /// The payload could not be serialized to JSON.
     #[error("payload of tipo `{tipo}` does not serialize to JSON: {fonte}")]
     Serializacao {

@@ -26,6 +26,7 @@ pub mod enviador;
 mod erro;
 mod fila;
 pub mod operacoes;
+pub mod ordem;
 pub mod registro;
 pub mod relay;
 pub mod saida;
@@ -76,7 +77,9 @@ pub use erro::Erro;
 /// `Send`.
 pub use mensageria_macros::enviador;
 pub use registro::{EnviadorRegistrado, Registro};
-pub use saida::{Conexao, LIMITE_PAYLOAD_PADRAO, Saida, enfileirar, enfileirar_json};
+pub use saida::{
+    Conexao, LIMITE_PAYLOAD_PADRAO, Saida, enfileirar, enfileirar_json, enfileirar_ordenado,
+};
 pub use schema::{VersaoSchema, esperar_schema, migrar, verificar_schema};
 
 /// Re-exported so applications use the same sqlx as mensageria.
@@ -87,5 +90,6 @@ pub use sqlx;
 pub mod __private {
     pub use crate::despacho::registrar as registrar_enviador;
     pub use crate::enviador::{ContextoEnvio, Enviador, FalhaEnvio};
+    pub use crate::ordem::chave_ordem;
     pub use inventory;
 }

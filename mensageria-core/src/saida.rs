@@ -104,6 +104,50 @@ where
     Saida::new().enfileirar(conexao, payload).await
 }
 
+/// Enqueues `payload` through `conexao` as an **ordered** message of key `chave_ordem`, with
+/// the default [`Saida`]: the relay does not start it while an earlier message of the same key
+/// is in the saída (see [`crate::ordem`] for the guarantee, the dead-letter policy and the cost).
+/// The key given here wins over one the payload's `#[enviador(ordem = ...)]` provides. Fails
+/// before writing anything when the key is empty or over
+/// [`LIMITE_CHAVE_ORDEM`](crate::ordem::LIMITE_CHAVE_ORDEM) bytes.
+///
+/// ```
+/// use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar_ordenado, enviador};
+/// # #[derive(serde::Serialize, serde::Deserialize)]
+/// # struct Passo { pedido: i64, passo: String }
+/// # #[enviador(tipo = "pedido.passo")]
+/// # async fn enviar(_: Passo, _: &ContextoEnvio) -> Result<(), FalhaEnvio> { Ok(()) }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mensageria_core::Erro> {
+/// let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// mensageria_core::migrar(&pool).await?;
+/// let mut tx = pool.begin().await?;
+/// // "criado" is delivered (acknowledged by the receptor) before "cancelado" starts.
+/// let passo = |nome: &str| Passo { pedido: 42, passo: nome.to_owned() };
+/// enfileirar_ordenado(&mut *tx, &passo("criado"), "pedido:42").await?;
+/// enfileirar_ordenado(&mut *tx, &passo("cancelado"), "pedido:42").await?;
+/// tx.commit().await?;
+///
+/// // A key must say something:
+/// assert!(enfileirar_ordenado(&pool, &passo("x"), "").await.is_err());
+/// # Ok(()) }
+/// ```
+#[doc(alias = "ordered")]
+#[doc(alias = "partition key")]
+pub async fn enfileirar_ordenado<C, T>(
+    conexao: C,
+    payload: &T,
+    chave_ordem: &str,
+) -> Result<Uuid, Erro>
+where
+    C: Conexao,
+    T: Enviador,
+{
+    Saida::new()
+        .enfileirar_ordenado(conexao, payload, chave_ordem)
+        .await
+}
+
 /// Enqueues a JSON payload whose tipo comes from data, with the default [`Saida`]. Fails before
 /// writing anything when no enviador of this binary handles `tipo`.
 pub async fn enfileirar_json<C>(
@@ -159,7 +203,25 @@ impl Saida {
         C: Conexao,
         T: Enviador,
     {
-        self.gravar(conexao, T::TIPO, payload).await
+        let chave = payload.chave_ordem();
+        self.gravar(conexao, T::TIPO, payload, chave.as_deref())
+            .await
+    }
+
+    /// Enqueues `payload` through `conexao`, ordered by `chave_ordem`; see
+    /// [`enfileirar_ordenado`].
+    pub async fn enfileirar_ordenado<C, T>(
+        &self,
+        conexao: C,
+        payload: &T,
+        chave_ordem: &str,
+    ) -> Result<Uuid, Erro>
+    where
+        C: Conexao,
+        T: Enviador,
+    {
+        self.gravar(conexao, T::TIPO, payload, Some(chave_ordem))
+            .await
     }
 
     /// Enqueues a JSON payload of a tipo known only at run time; see [`enfileirar_json`].
@@ -179,14 +241,23 @@ impl Saida {
                 registrados: registro.tipos().to_vec(),
             });
         }
-        self.gravar(conexao, tipo, payload).await
+        self.gravar(conexao, tipo, payload, None).await
     }
 
-    async fn gravar<C, T>(&self, conexao: C, tipo: &str, payload: &T) -> Result<Uuid, Erro>
+    async fn gravar<C, T>(
+        &self,
+        conexao: C,
+        tipo: &str,
+        payload: &T,
+        chave_ordem: Option<&str>,
+    ) -> Result<Uuid, Erro>
     where
         C: Conexao,
         T: Serialize + ?Sized,
     {
+        if let Some(chave) = chave_ordem {
+            crate::ordem::validar(tipo, chave)?;
+        }
         let json = serde_json::to_string(payload).map_err(|fonte| Erro::Serializacao {
             tipo: tipo.to_owned(),
             fonte,
@@ -206,6 +277,7 @@ impl Saida {
                 tipo,
                 payload: &json,
                 correlacao: correlacao.as_deref(),
+                chave_ordem,
             })
             .await?;
         tracing::debug!(%id_mensagem, tipo, bytes = json.len(), "mensageria: enqueued");

@@ -1,8 +1,8 @@
-//! Writes the fault matrix (`docs/FAULTS.md`) from the rows the fault suite left in
-//! `target/tmp/faltas/`.
+//! Writes the fault matrix (`docs/FAULTS.md`) from the rows the fault suite (and the ordering
+//! suite) left in `target/tmp/faltas/`.
 //!
 //! ```text
-//! cargo test -p mensageria-testes --test faltas && cargo run -p mensageria-testes --bin matriz-de-faltas
+//! cargo test -p mensageria-testes --test faltas --test ordem && cargo run -p mensageria-testes --bin matriz-de-faltas
 //! ```
 
 use std::path::PathBuf;

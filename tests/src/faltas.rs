@@ -36,6 +36,16 @@ impl Entregas {
         self.0.lock().unwrap().values().map(|&n| u64::from(n)).sum()
     }
 
+    /// Deliveries of one message (by its id).
+    pub fn de(&self, id_mensagem: &str) -> u32 {
+        self.0
+            .lock()
+            .unwrap()
+            .get(id_mensagem)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The most deliveries any one message got.
     pub fn maximo(&self) -> u32 {
         self.0.lock().unwrap().values().copied().max().unwrap_or(0)

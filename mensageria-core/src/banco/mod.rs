@@ -97,6 +97,8 @@ pub(crate) mod interno {
         pub payload: &'a str,
         /// The correlation id in force, if any.
         pub correlacao: Option<&'a str>,
+        /// The ordering key, if the message is ordered (see `crate::saida::enfileirar_ordenado`).
+        pub chave_ordem: Option<&'a str>,
     }
 
     /// A row the relay has just leased.
@@ -117,7 +119,8 @@ pub(crate) mod interno {
         /// Age of the message at claim time (database clock), in milliseconds.
         pub idade_ms: i64,
         /// When the row was due before this claim (ms since the epoch, database clock): where the
-        /// queue's head was, for the keyset floor. 0 where the backend does not report it.
+        /// queue's head was, for the keyset floor. 0 where the backend does not report it, and
+        /// for an ordered row (its key's later rows may be older: the floor must not pass them).
         pub devida_em_ms: i64,
     }
 
@@ -138,6 +141,9 @@ pub(crate) mod interno {
         pub dono: &'a str,
         /// The fencing token stamped on them (`lease_token`).
         pub token: i64,
+        /// Ordered messages: a dead letter of a key blocks the later messages of that key
+        /// (`OrdemAposMorta::Bloquear`); `false` lets them go.
+        pub bloquear_apos_morta: bool,
     }
 
     /// The store's statements. Implemented in `postgres.rs` and `sqlite.rs`, which hold every

@@ -27,6 +27,11 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
              WHERE s.tipo = t.tipo \
                AND s.proxima_tentativa_em >= to_timestamp(t.piso_ms / 1000.0) \
                AND s.proxima_tentativa_em <= now() \
+               AND (s.chave_ordem IS NULL OR ( \
+                   NOT EXISTS (SELECT 1 FROM mensageria_saida a \
+                       WHERE a.chave_ordem = s.chave_ordem AND a.seq_ordem < s.seq_ordem) \
+                   AND NOT ($7 AND EXISTS (SELECT 1 FROM mensageria_mortas m \
+                       WHERE m.chave_ordem = s.chave_ordem AND m.seq_ordem < s.seq_ordem)))) \
              ORDER BY s.proxima_tentativa_em, s.id \
              LIMIT $2 FOR UPDATE SKIP LOCKED \
          ) f \
@@ -41,7 +46,20 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
      FROM alvo WHERE s.id = alvo.id \
      RETURNING s.id, s.id_mensagem, s.tipo, s.payload::text, s.correlacao, s.tentativas, \
          (extract(epoch FROM now() - s.criada_em) * 1000)::int8, \
-         (extract(epoch FROM alvo.devida_em) * 1000)::int8";
+         CASE WHEN s.chave_ordem IS NULL \
+             THEN (extract(epoch FROM alvo.devida_em) * 1000)::int8 ELSE 0 END";
+
+/// The insert of an ordered message. The key's advisory lock (transaction-scoped, in the
+/// two-`int4` key space, so it never meets an application's or the leader's `bigint` lock) is
+/// taken in the CTE, before `nextval` runs in the outer SELECT: a second transaction enqueueing
+/// for the same key waits here until the first commits or rolls back, then draws a larger
+/// sequence, so one key's sequence order is its commit order. Only ordered enqueues pay it, and
+/// only against enqueues of the same key (or of a key whose 32-bit hash collides).
+const SQL_INSERIR_ORDENADA: &str = "WITH trava AS ( \
+         SELECT pg_advisory_xact_lock(1836020324, hashtext($5)) \
+     ) \
+     INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
+     SELECT $1, $2, $3::json, $4, $5, nextval('mensageria_ordem_seq') FROM trava";
 
 /// The group-committed ack: deletes the delivered rows whose lease token is still the one the
 /// delivery held, each pair on its own (one id may come twice, with a stale token and the
@@ -122,17 +140,23 @@ impl BancoInterno for Postgres {
         'e: 'm,
     {
         Box::pin(async move {
-            sqlx::query(
-                "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
-                 VALUES ($1, $2, $3::json, $4)",
-            )
-            .bind(m.id_mensagem)
-            .bind(m.tipo)
-            .bind(m.payload)
-            .bind(m.correlacao)
-            .execute(executor)
-            .await
-            .map(drop)
+            let consulta = match m.chave_ordem {
+                None => sqlx::query(
+                    "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
+                     VALUES ($1, $2, $3::json, $4)",
+                ),
+                Some(_) => sqlx::query(SQL_INSERIR_ORDENADA),
+            };
+            let consulta = consulta
+                .bind(m.id_mensagem)
+                .bind(m.tipo)
+                .bind(m.payload)
+                .bind(m.correlacao);
+            let consulta = match m.chave_ordem {
+                None => consulta,
+                Some(chave) => consulta.bind(chave),
+            };
+            consulta.execute(executor).await.map(drop)
         })
     }
 
@@ -163,6 +187,7 @@ impl BancoInterno for Postgres {
         .bind(p.dono)
         .bind(p.token)
         .bind(p.pisos_ms)
+        .bind(p.bloquear_apos_morta)
         .fetch_all(pool)
         .await?;
         Ok(linhas
@@ -332,15 +357,19 @@ impl BancoInterno for Postgres {
         let r = sqlx::query(
             "WITH morta AS ( \
                  DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2 \
-                 RETURNING id_mensagem, tipo, payload, correlacao, criada_em, tentativas \
+                 RETURNING id_mensagem, tipo, payload, correlacao, criada_em, tentativas, \
+                     chave_ordem, seq_ordem \
              ) \
              INSERT INTO mensageria_mortas \
-                 (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app) \
-             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4 \
+                 (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app, \
+                  chave_ordem, seq_ordem) \
+             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4, \
+                 chave_ordem, seq_ordem \
              FROM morta \
              ON CONFLICT (id_mensagem) DO UPDATE SET \
                  morta_em = now(), tentativas = EXCLUDED.tentativas, \
-                 ultimo_erro = EXCLUDED.ultimo_erro",
+                 ultimo_erro = EXCLUDED.ultimo_erro, chave_ordem = EXCLUDED.chave_ordem, \
+                 seq_ordem = EXCLUDED.seq_ordem",
         )
         .persistent(false)
         .bind(id)
@@ -399,10 +428,12 @@ impl BancoInterno for Postgres {
             "WITH volta AS ( \
                  DELETE FROM mensageria_mortas \
                  WHERE ($1::uuid IS NULL OR id_mensagem = $1) AND ($2::text IS NULL OR tipo = $2) \
-                 RETURNING id_mensagem, tipo, payload, correlacao, criada_em \
+                 RETURNING id_mensagem, tipo, payload, correlacao, criada_em, chave_ordem, \
+                     seq_ordem \
              ) \
-             INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
-             SELECT id_mensagem, tipo, payload, correlacao FROM volta",
+             INSERT INTO mensageria_saida \
+                 (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
+             SELECT id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem FROM volta",
         )
         .bind(id_mensagem)
         .bind(tipo)

@@ -97,14 +97,23 @@ impl BancoInterno for Sqlite {
         'e: 'm,
     {
         Box::pin(async move {
+            // An ordered message takes its key's largest sequence (saída and dead letters) plus
+            // one: SQLite has one writer at a time, so the read and the insert see no other
+            // enqueue in between. NULL for an unordered one.
             sqlx::query(
-                "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
-                 VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO mensageria_saida \
+                     (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?5 IS NULL THEN NULL ELSE 1 + max( \
+                     coalesce((SELECT max(seq_ordem) FROM mensageria_saida \
+                         WHERE chave_ordem = ?5), 0), \
+                     coalesce((SELECT max(seq_ordem) FROM mensageria_mortas \
+                         WHERE chave_ordem = ?5), 0)) END)",
             )
             .bind(m.id_mensagem.to_string())
             .bind(m.tipo)
             .bind(m.payload)
             .bind(m.correlacao)
+            .bind(m.chave_ordem)
             .execute(executor)
             .await
             .map(drop)
@@ -127,6 +136,13 @@ impl BancoInterno for Sqlite {
                  SELECT id FROM mensageria_saida \
                  WHERE tipo IN (SELECT value FROM json_each($1)) \
                  AND proxima_tentativa_em <= {AGORA} \
+                 AND (chave_ordem IS NULL OR ( \
+                     NOT EXISTS (SELECT 1 FROM mensageria_saida a \
+                         WHERE a.chave_ordem = mensageria_saida.chave_ordem \
+                           AND a.seq_ordem < mensageria_saida.seq_ordem) \
+                     AND NOT ($6 AND EXISTS (SELECT 1 FROM mensageria_mortas m \
+                         WHERE m.chave_ordem = mensageria_saida.chave_ordem \
+                           AND m.seq_ordem < mensageria_saida.seq_ordem)))) \
                  ORDER BY proxima_tentativa_em, id LIMIT $2 \
              ) \
              RETURNING id, id_mensagem, tipo, payload, correlacao, tentativas, {AGORA} - criada_em"
@@ -139,6 +155,7 @@ impl BancoInterno for Sqlite {
         .bind(p.lease_ms)
         .bind(p.dono)
         .bind(p.token)
+        .bind(p.bloquear_apos_morta)
         .fetch_all(pool)
         .await?;
         linhas
@@ -321,12 +338,15 @@ impl BancoInterno for Sqlite {
         let mut tx = pool.begin().await?;
         let sql = format!(
             "INSERT INTO mensageria_mortas \
-                 (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app) \
-             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4 \
+                 (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app, \
+                  chave_ordem, seq_ordem) \
+             SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4, \
+                 chave_ordem, seq_ordem \
              FROM mensageria_saida WHERE id = $1 AND lease_token = $2 \
              ON CONFLICT (id_mensagem) DO UPDATE SET \
                  morta_em = {AGORA}, tentativas = excluded.tentativas, \
-                 ultimo_erro = excluded.ultimo_erro"
+                 ultimo_erro = excluded.ultimo_erro, chave_ordem = excluded.chave_ordem, \
+                 seq_ordem = excluded.seq_ordem"
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
@@ -394,8 +414,10 @@ impl BancoInterno for Sqlite {
         let mut tx = pool.begin().await?;
         let filtro = "($1 IS NULL OR id_mensagem = $1) AND ($2 IS NULL OR tipo = $2)";
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
-             SELECT id_mensagem, tipo, payload, correlacao FROM mensageria_mortas WHERE {filtro}"
+            "INSERT INTO mensageria_saida \
+                 (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
+             SELECT id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem \
+             FROM mensageria_mortas WHERE {filtro}"
         )))
         .bind(&id)
         .bind(tipo)

@@ -53,6 +53,7 @@ pub struct Config {
     pub(crate) acordar_no_processo: bool,
     pub(crate) espera_pelo_schema: Option<Duration>,
     pub(crate) ensaio: super::Ensaio,
+    pub(crate) ordem_apos_morta: crate::ordem::OrdemAposMorta,
 }
 
 impl Config {
@@ -85,6 +86,7 @@ impl Config {
             acordar_no_processo: true,
             espera_pelo_schema: None,
             ensaio: super::Ensaio::new(),
+            ordem_apos_morta: crate::ordem::OrdemAposMorta::Bloquear,
         }
     }
 
@@ -269,6 +271,31 @@ impl Config {
     pub fn com_espera_pelo_schema(mut self, prazo: Duration) -> Self {
         self.espera_pelo_schema = Some(prazo);
         self
+    }
+
+    /// What a dead letter of an ordered message does to the later messages of its key (see
+    /// [`crate::ordem`]): [`OrdemAposMorta::Bloquear`](crate::ordem::OrdemAposMorta::Bloquear),
+    /// the default, holds them until an operator replays or discards it;
+    /// [`OrdemAposMorta::Seguir`](crate::ordem::OrdemAposMorta::Seguir) lets the next one go.
+    /// Give every replica of the app the same policy: each claim applies its own relay's.
+    ///
+    /// ```
+    /// use mensageria_core::ordem::OrdemAposMorta;
+    /// use mensageria_core::relay::Config;
+    ///
+    /// let config = Config::new("emissor").com_ordem_apos_morta(OrdemAposMorta::Seguir);
+    /// assert_eq!(config.ordem_apos_morta(), OrdemAposMorta::Seguir);
+    /// assert_eq!(Config::new("x").ordem_apos_morta(), OrdemAposMorta::Bloquear);
+    /// ```
+    #[doc(alias = "dead letter policy")]
+    pub fn com_ordem_apos_morta(mut self, politica: crate::ordem::OrdemAposMorta) -> Self {
+        self.ordem_apos_morta = politica;
+        self
+    }
+
+    /// The dead-letter policy of ordered messages; see [`Config::com_ordem_apos_morta`].
+    pub fn ordem_apos_morta(&self) -> crate::ordem::OrdemAposMorta {
+        self.ordem_apos_morta
     }
 
     /// Turns on the relay's own fault switches, for tests (see [`crate::teste`]).

@@ -95,6 +95,8 @@ impl<DB: Banco> Motor<DB> {
             lease_ms: self.config.lease.as_millis() as i64,
             dono: &self.instancia,
             token,
+            bloquear_apos_morta: self.config.ordem_apos_morta
+                == crate::ordem::OrdemAposMorta::Bloquear,
         }
     }
 

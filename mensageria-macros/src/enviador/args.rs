@@ -4,15 +4,17 @@ use proc_macro2::{Span, TokenStream};
 use syn::LitStr;
 use syn::parse::Parser;
 
-/// `tipo = "..."`, checked.
+/// `tipo = "..."`, checked; optionally `ordem = <expr>`, the ordering key of each payload.
 pub(crate) struct Args {
     pub(crate) tipo: String,
     pub(crate) tipo_lit: LitStr,
+    pub(crate) ordem: Option<syn::Expr>,
 }
 
 impl Args {
     pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
         let mut tipo_lit: Option<LitStr> = None;
+        let mut ordem: Option<syn::Expr> = None;
         let parser = syn::meta::parser(|meta| {
             if meta.path.is_ident("tipo") {
                 if tipo_lit.is_some() {
@@ -27,10 +29,19 @@ impl Args {
                     )
                 })?);
                 Ok(())
+            } else if meta.path.is_ident("ordem") {
+                if ordem.is_some() {
+                    return Err(
+                        meta.error("`ordem` is given twice; a message has one ordering key")
+                    );
+                }
+                ordem = Some(meta.value()?.parse()?);
+                Ok(())
             } else {
                 Err(meta.error(
-                    "unknown argument; #[enviador] takes only `tipo = \"...\"`, e.g. \
-                     `#[enviador(tipo = \"mdfe.encerramento\")]`",
+                    "unknown argument; #[enviador] takes `tipo = \"...\"` and optionally \
+                     `ordem = <key>`, e.g. \
+                     `#[enviador(tipo = \"mdfe.encerramento\", ordem = evento.chave_mdfe)]`",
                 ))
             }
         });
@@ -42,7 +53,11 @@ impl Args {
             )
         })?;
         let tipo = crate::tipo::validar(&tipo_lit)?;
-        Ok(Self { tipo, tipo_lit })
+        Ok(Self {
+            tipo,
+            tipo_lit,
+            ordem,
+        })
     }
 }
 
@@ -55,6 +70,9 @@ mod testes {
     fn le_o_tipo() {
         let args = Args::parse(quote!(tipo = "mdfe.encerramento")).unwrap();
         assert_eq!(args.tipo, "mdfe.encerramento");
+        assert!(args.ordem.is_none());
+        let args = Args::parse(quote!(tipo = "pedido.passo", ordem = evento.pedido)).unwrap();
+        assert!(args.ordem.is_some());
     }
 
     #[test]
@@ -64,6 +82,10 @@ mod testes {
             (quote!(tipo = 3), "string literal"),
             (quote!(tipo = "a", tipo = "b"), "given twice"),
             (quote!(tipo = "a", destino = "b"), "unknown argument"),
+            (
+                quote!(tipo = "a", ordem = x, ordem = y),
+                "`ordem` is given twice",
+            ),
             (quote!(tipo = "A"), "lowercase"),
         ] {
             let erro = Args::parse(tokens).err().unwrap().to_string();

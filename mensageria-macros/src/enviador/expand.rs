@@ -25,6 +25,7 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
         #nome(self, ctx)
     };
     let impl_token = quote_spanned!(payload.span()=> impl);
+    let ordem = chave_ordem(args, funcao);
 
     let marcador = format_ident!(
         "__mensageria_tipo_{}_ja_tem_enviador_neste_crate",
@@ -52,6 +53,8 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
                 > + ::core::marker::Send + '__a {
                     #chamada
                 }
+
+                #ordem
             }
 
             ::mensageria_core::__private::inventory::submit! {
@@ -64,4 +67,26 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
             }
         };
     }
+}
+
+/// `ordem = <expr>`: the impl's `chave_ordem`, with the payload bound to the name (pattern) the
+/// user's function gives it, so `ordem = evento.pedido_id` reads as in the function's body. The
+/// key goes through `__private::chave_ordem`, whose bound reports a float or any inexact type at
+/// the expression.
+fn chave_ordem(args: &Args, funcao: &ItemFn) -> Option<TokenStream> {
+    let expr = args.ordem.as_ref()?;
+    let padrao = match funcao.sig.inputs.first() {
+        Some(syn::FnArg::Typed(p)) => &p.pat,
+        _ => return None, // the signature check reported it
+    };
+    let chave = quote_spanned! {expr.span()=>
+        ::mensageria_core::__private::chave_ordem(&(#expr))
+    };
+    Some(quote! {
+        #[allow(unused_variables, unused_mut, clippy::needless_borrow)]
+        fn chave_ordem(&self) -> ::core::option::Option<::std::string::String> {
+            let #padrao = self;
+            ::core::option::Option::Some(#chave)
+        }
+    })
 }
