@@ -6,9 +6,9 @@ use std::io::{BufRead, Write};
 
 use crate::erro::ErroCli;
 
-/// Writes `pergunta` (already escaped, ending with its `[s/N]` or `[y/N]`) on stderr and reads
-/// one line from stdin: `s`, `sim`, `y` or `yes`, in any case, confirm; anything else, an empty
-/// line or the end of stdin do not.
+/// Writes `pergunta` (already escaped, ending with `[y/N]`) on stderr and reads one line from
+/// stdin: `y` or `yes`, in any case, confirm; anything else (a Portuguese `s`/`sim` included, so
+/// every prompt reads and answers one way), an empty line or the end of stdin do not.
 pub(crate) fn confirmar(pergunta: &str) -> Result<bool, ErroCli> {
     let mut erro = std::io::stderr().lock();
     write!(erro, "{pergunta}")?;
@@ -17,6 +17,6 @@ pub(crate) fn confirmar(pergunta: &str) -> Result<bool, ErroCli> {
     std::io::stdin().lock().read_line(&mut resposta)?;
     Ok(matches!(
         resposta.trim().to_lowercase().as_str(),
-        "s" | "sim" | "y" | "yes"
+        "y" | "yes"
     ))
 }

@@ -295,7 +295,7 @@ async fn descartar(conexao: &Conexao, id: Uuid, yes: bool, json: bool) -> Result
 /// Asks on stderr, reads the answer from stdin (see [`confirmar`]).
 fn confirmar_descarte(morta: &Morta) -> Result<bool, ErroCli> {
     confirmar(&format!(
-        "discard dead letter {} of tipo `{}` (last error: {})? It cannot be replayed afterwards. [s/N] ",
+        "discard dead letter {} of tipo `{}` (last error: {})? It cannot be replayed afterwards. [y/N] ",
         escapar(&morta.id_mensagem),
         escapar(&morta.tipo),
         resumo(&morta.ultimo_erro, 80)

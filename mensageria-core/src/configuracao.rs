@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// A setting that does not hang together, with what to change. Wrapped in
 /// [`Erro::Configuracao`](crate::Erro::Configuracao) by the calls that check it.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ErroConfiguracao {
     /// The relay's app name is empty.
@@ -77,12 +77,39 @@ pub enum ErroConfiguracao {
     /// Two resources of one Rust type were handed to a relay.
     #[error(
         "two resources of type `{tipo}` were handed to the relay, and resources are found by \
-         type: the second would replace the first. Wrap each in a newtype of yours (e.g. \
+         type: the second would replace the first. Hand each tipo its own with \
+         `recurso_para(tipo, ...)`, or wrap each in a newtype of yours (e.g. \
          `struct Fiscal(Destino);`) and ask the enviador for that type"
     )]
     RecursoRepetido {
         /// The resource's Rust type.
         tipo: &'static str,
+    },
+
+    /// Two resources of one Rust type were handed to a relay for one tipo.
+    #[error(
+        "two resources of type `{recurso}` were handed to the relay for tipo `{tipo}`: the \
+         second would replace the first; keep one"
+    )]
+    RecursoRepetidoParaTipo {
+        /// The tipo.
+        tipo: String,
+        /// The resource's Rust type.
+        recurso: &'static str,
+    },
+
+    /// A resource was handed for a tipo that no enviador of this binary sends (a typo, or the
+    /// enviador's crate is not linked).
+    #[error(
+        "a resource was handed to the relay for tipo `{tipo}`, but no enviador of this binary \
+         sends it (enviadores here: {conhecidos}); check the tipo's spelling, or that the \
+         crate with its #[enviador] is linked into this binary"
+    )]
+    RecursoSemEnviador {
+        /// The tipo given.
+        tipo: String,
+        /// The tipos this binary sends, comma-separated (or `none`).
+        conhecidos: String,
     },
 
     /// A destination URL that cannot be used.

@@ -191,9 +191,11 @@ impl ContextoEnvio {
             .unwrap_or_else(|| self.id_mensagem.to_string())
     }
 
-    /// The resource of type `R` the app handed to the relay, if any.
+    /// The resource of type `R` the app handed to the relay for this delivery's tipo
+    /// ([`Relay::recurso_para`](crate::relay::Relay::recurso_para)), else the one it handed for
+    /// every tipo ([`Relay::recurso`](crate::relay::Relay::recurso)), if any.
     pub fn recurso<R: Send + Sync + 'static>(&self) -> Option<&R> {
-        self.recursos.obter()
+        self.recursos.obter(&self.tipo)
     }
 
     /// The resource of type `R`, or a temporary failure naming the missing type (a deployment
@@ -221,30 +223,71 @@ impl fmt::Debug for ContextoEnvio {
     }
 }
 
-/// A set of values keyed by their type, shared by every delivery of a relay.
+/// One shared resource, of any type.
+type Valor = Arc<dyn Any + Send + Sync>;
+
+/// A set of values keyed by their type, shared by every delivery of a relay: the relay-wide
+/// ones, and the ones handed for a single tipo, which win for deliveries of that tipo.
 #[derive(Clone, Default)]
-pub(crate) struct Recursos(Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+pub(crate) struct Recursos {
+    comuns: Arc<HashMap<TypeId, Valor>>,
+    por_tipo: Arc<HashMap<String, HashMap<TypeId, Valor>>>,
+}
 
 impl Recursos {
-    /// Adds a value; returns `false` (and keeps the earlier one) when one of the same type is
-    /// already there: resources are found by type, so a second one would silently replace it.
+    /// Adds a relay-wide value; returns `false` (and keeps the earlier one) when one of the same
+    /// type is already there: resources are found by type, so a second one would silently
+    /// replace it.
     pub(crate) fn inserir<R: Send + Sync + 'static>(&mut self, recurso: R) -> bool {
-        match Arc::make_mut(&mut self.0).entry(TypeId::of::<R>()) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(vaga) => {
-                vaga.insert(Arc::new(recurso));
-                true
-            }
-        }
+        vaga(Arc::make_mut(&mut self.comuns), TypeId::of::<R>(), recurso)
     }
 
-    /// Adds a value, replacing any earlier one of the same type.
+    /// Adds a value for deliveries of `tipo` only; `false` (keeping the earlier one) when that
+    /// tipo already has one of the same type.
+    pub(crate) fn inserir_para<R: Send + Sync + 'static>(
+        &mut self,
+        tipo: &str,
+        recurso: R,
+    ) -> bool {
+        let do_tipo = Arc::make_mut(&mut self.por_tipo)
+            .entry(tipo.to_owned())
+            .or_default();
+        vaga(do_tipo, TypeId::of::<R>(), recurso)
+    }
+
+    /// The tipos some resource was handed for.
+    pub(crate) fn tipos_com_recurso(&self) -> impl Iterator<Item = &str> {
+        self.por_tipo.keys().map(String::as_str)
+    }
+
+    /// Adds a relay-wide value, replacing any earlier one of the same type.
     pub(crate) fn substituir<R: Send + Sync + 'static>(&mut self, recurso: R) {
-        Arc::make_mut(&mut self.0).insert(TypeId::of::<R>(), Arc::new(recurso));
+        Arc::make_mut(&mut self.comuns).insert(TypeId::of::<R>(), Arc::new(recurso));
     }
 
-    /// The value of type `R`, if any.
-    pub(crate) fn obter<R: Send + Sync + 'static>(&self) -> Option<&R> {
-        self.0.get(&TypeId::of::<R>())?.downcast_ref()
+    /// The value of type `R` for a delivery of `tipo`: the one handed for that tipo, else the
+    /// relay-wide one, if any.
+    pub(crate) fn obter<R: Send + Sync + 'static>(&self, tipo: &str) -> Option<&R> {
+        let chave = TypeId::of::<R>();
+        let do_tipo = self
+            .por_tipo
+            .get(tipo)
+            .and_then(|recursos| recursos.get(&chave));
+        do_tipo.or_else(|| self.comuns.get(&chave))?.downcast_ref()
+    }
+}
+
+/// Inserts `recurso` under `chave` unless the key is taken (then `false`, the map unchanged).
+fn vaga<R: Send + Sync + 'static>(
+    mapa: &mut HashMap<TypeId, Valor>,
+    chave: TypeId,
+    recurso: R,
+) -> bool {
+    match mapa.entry(chave) {
+        std::collections::hash_map::Entry::Occupied(_) => false,
+        std::collections::hash_map::Entry::Vacant(vaga) => {
+            vaga.insert(Arc::new(recurso));
+            true
+        }
     }
 }

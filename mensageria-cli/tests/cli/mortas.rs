@@ -97,13 +97,19 @@ nos_dois_bancos! {
 
         // "n" (or nothing) keeps it.
         let recusado = db.mensageria(&["mortas", "descartar", &texto]).write_stdin("n\n").assert().failure();
-        assert!(stderr(&recusado).contains("[s/N]"), "{}", stderr(&recusado));
+        assert!(stderr(&recusado).contains("[y/N]"), "{}", stderr(&recusado));
         assert!(stderr(&recusado).contains("not confirmed: nothing was changed"), "{}", stderr(&recusado));
         db.mensageria(&["mortas", "descartar", &texto]).write_stdin("").assert().failure();
         assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
 
-        // "s" discards it, and says so.
-        let feito = db.mensageria(&["mortas", "descartar", &texto]).write_stdin("s\n").assert().success();
+        // Only an English yes confirms: "s"/"sim" (Portuguese) are refused like any other word.
+        for nao_ingles in ["s\n", "sim\n"] {
+            db.mensageria(&["mortas", "descartar", &texto]).write_stdin(nao_ingles).assert().failure();
+        }
+        assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
+
+        // "y" discards it, and says so.
+        let feito = db.mensageria(&["mortas", "descartar", &texto]).write_stdin("y\n").assert().success();
         assert_eq!(
             stdout(&feito).trim(),
             format!("discarded dead letter {id} of tipo `z.tres`: it is gone for good")
@@ -113,7 +119,11 @@ nos_dois_bancos! {
         // --yes does not ask.
         let outra = plantar_morta(&db, "z.tres", "{}").await;
         let sem_pergunta = db.mensageria(&["mortas", "descartar", &outra.to_string(), "--yes"]).assert().success();
-        assert!(!stderr(&sem_pergunta).contains("[s/N]"));
+        assert!(!stderr(&sem_pergunta).contains("[y/N]"));
+
+        // and neither does -y.
+        let mais_uma = plantar_morta(&db, "z.tres", "{}").await;
+        db.mensageria(&["mortas", "descartar", &mais_uma.to_string(), "-y"]).assert().success();
         assert_eq!(contar(&db.pool, "mensageria_mortas").await, 0);
     }
 }

@@ -88,9 +88,8 @@ pub struct Rodada {
 /// [`spawn`](Relay::spawn) it, or drive it yourself with [`rodada`](Relay::rodada) in tests.
 pub struct Relay<DB: Banco> {
     motor: motor::Motor<DB>,
-    /// Resources handed twice (by type name): an error at `spawn`/`rodada`, never a silent
-    /// replacement.
-    repetidos: Vec<&'static str>,
+    /// Resources handed twice: an error at `spawn`/`rodada`, never a silent replacement.
+    repetidos: Vec<ErroConfiguracao>,
 }
 
 impl<DB: Banco> Relay<DB> {
@@ -108,19 +107,75 @@ impl<DB: Banco> Relay<DB> {
     ///
     /// Resources are found by type: two of one type (two `Destino`s) make
     /// [`spawn`](Self::spawn) and [`rodada`](Self::rodada) fail with a configuration error,
-    /// never a silent replacement. For several destinations, wrap each in a newtype of yours
+    /// never a silent replacement. For several destinations, hand each tipo its own with
+    /// [`recurso_para`](Self::recurso_para), or wrap each in a newtype of yours
     /// (`struct Fiscal(Destino);`) and ask for that type in the enviador.
+    #[doc(alias = "destination")]
     pub fn recurso<R: Send + Sync + 'static>(mut self, recurso: R) -> Self {
         if !self.motor.recursos.inserir(recurso) {
-            self.repetidos.push(std::any::type_name::<R>());
+            let tipo = std::any::type_name::<R>();
+            self.repetidos
+                .push(ErroConfiguracao::RecursoRepetido { tipo });
+        }
+        self
+    }
+
+    /// Hands a resource to the deliveries of one tipo only: there it wins over a resource of
+    /// the same type handed with [`recurso`](Self::recurso), so one relay sends each tipo to
+    /// its own destination with the enviador unchanged (`ctx.exigir::<Destino>()`).
+    ///
+    /// A tipo that no enviador of this binary sends (a typo), or two resources of one type for
+    /// one tipo, make [`spawn`](Self::spawn) and [`rodada`](Self::rodada) fail with a
+    /// configuration error.
+    ///
+    /// ```no_run
+    /// # async fn exemplo(pool: sqlx::SqlitePool) -> Result<(), mensageria_core::Erro> {
+    /// use mensageria_core::Destino;
+    /// use mensageria_core::relay::{Config, Relay};
+    ///
+    /// let relay = Relay::new(pool, Config::new("emissor"))
+    ///     // every tipo goes to the fiscal service...
+    ///     .recurso(Destino::new("http://fiscal:8080")?.com_token("segredo"))
+    ///     // ...but the closings go to the archive.
+    ///     .recurso_para("mdfe.encerramento", Destino::new("http://arquivo:8080")?.com_token("outro"))
+    ///     .spawn()?;
+    /// # relay.shutdown(std::time::Duration::from_secs(5)).await; Ok(()) }
+    /// ```
+    #[doc(alias = "destination")]
+    pub fn recurso_para<R: Send + Sync + 'static>(mut self, tipo: &str, recurso: R) -> Self {
+        if !self.motor.recursos.inserir_para(tipo, recurso) {
+            self.repetidos
+                .push(ErroConfiguracao::RecursoRepetidoParaTipo {
+                    tipo: tipo.to_owned(),
+                    recurso: std::any::type_name::<R>(),
+                });
         }
         self
     }
 
     fn conferir_recursos(&self) -> Result<(), Erro> {
-        match self.repetidos.first() {
+        if let Some(erro) = self.repetidos.first() {
+            return Err(erro.clone().into());
+        }
+        let registro = Registro::global();
+        let sem_enviador = self
+            .motor
+            .recursos
+            .tipos_com_recurso()
+            .find(|tipo| registro.enviador(tipo).is_none());
+        match sem_enviador {
             None => Ok(()),
-            Some(tipo) => Err(ErroConfiguracao::RecursoRepetido { tipo }.into()),
+            Some(tipo) => {
+                let conhecidos = match registro.tipos() {
+                    [] => "none".to_owned(),
+                    tipos => tipos.join(", "),
+                };
+                Err(ErroConfiguracao::RecursoSemEnviador {
+                    tipo: tipo.to_owned(),
+                    conhecidos,
+                }
+                .into())
+            }
         }
     }
 

@@ -1,0 +1,155 @@
+//! Several destinations in one relay: each tipo goes where the app said, per tipo
+//! (`Relay::recurso_para`) or per enviador (a newtype resource), observed on real HTTP servers
+//! on 127.0.0.1; a resource for a tipo nobody sends, or one handed twice, is a configuration
+//! error at start, never a silent replacement.
+
+use std::collections::HashSet;
+
+use mensageria_core::relay::{Config, Relay};
+use mensageria_core::{
+    ContextoEnvio, Destino, Erro, ErroConfiguracao, FalhaEnvio, enfileirar, enviador,
+};
+use mensageria_testes::servidor::Servidor;
+use mensageria_testes::{contar, nos_dois_bancos};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Fechamento {
+    n: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Arquivamento {
+    n: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Auditoria {
+    n: i64,
+}
+
+/// The audit service, chosen by its enviador through a resource type of its own.
+struct DestinoDaAuditoria(Destino);
+
+#[enviador(tipo = "destinos.fechamento")]
+async fn enviar_fechamento(evento: Fechamento, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<Destino>()?.postar(&evento, ctx).await
+}
+
+#[enviador(tipo = "destinos.arquivamento")]
+async fn enviar_arquivamento(evento: Arquivamento, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<Destino>()?.postar(&evento, ctx).await
+}
+
+#[enviador(tipo = "destinos.auditoria")]
+async fn enviar_auditoria(evento: Auditoria, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<DestinoDaAuditoria>()?
+        .0
+        .postar(&evento, ctx)
+        .await
+}
+
+fn destino(servidor: &Servidor) -> Destino {
+    Destino::new(&servidor.url()).unwrap().com_token("t0k")
+}
+
+/// The tipos a server received, and how many distinct messages.
+fn recebido(servidor: &Servidor) -> (HashSet<String>, usize) {
+    let recebidas = servidor.recebidas();
+    let tipos = recebidas.iter().map(|r| r.tipo.clone()).collect();
+    let ids: HashSet<String> = recebidas.iter().map(|r| r.id.clone()).collect();
+    (tipos, ids.len())
+}
+
+fn so(tipo: &str) -> HashSet<String> {
+    HashSet::from([tipo.to_owned()])
+}
+
+nos_dois_bancos! {
+    async fn cada_tipo_vai_ao_seu_destino(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let (fiscal, arquivo, auditoria) =
+            (Servidor::iniciar().await, Servidor::iniciar().await, Servidor::iniciar().await);
+        for n in 0..5 {
+            enfileirar(&db.pool, &Fechamento { n }).await.unwrap();
+            enfileirar(&db.pool, &Arquivamento { n }).await.unwrap();
+            enfileirar(&db.pool, &Auditoria { n }).await.unwrap();
+        }
+
+        let relay = Relay::new(db.pool.clone(), Config::new("destinos"))
+            .recurso(destino(&fiscal))
+            .recurso_para("destinos.arquivamento", destino(&arquivo))
+            .recurso(DestinoDaAuditoria(destino(&auditoria)));
+        relay.drenar().await.unwrap();
+
+        assert_eq!(contar(&db.pool, "mensageria_saida").await, 0, "all delivered");
+        assert_eq!(recebido(&fiscal), (so("destinos.fechamento"), 5));
+        assert_eq!(recebido(&arquivo), (so("destinos.arquivamento"), 5));
+        assert_eq!(recebido(&auditoria), (so("destinos.auditoria"), 5));
+    }
+}
+
+/// The configuration error `rodada` reports for this relay.
+async fn erro_de(relay: Relay<sqlx::Sqlite>) -> ErroConfiguracao {
+    match relay.rodada().await {
+        Err(Erro::Configuracao(erro)) => erro,
+        outro => panic!("expected a configuration error, got {outro:?}"),
+    }
+}
+
+#[tokio::test]
+async fn recurso_para_um_tipo_que_ninguem_envia_e_um_erro() {
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    let servidor = Servidor::iniciar().await;
+    let relay = Relay::new(db.pool.clone(), Config::new("destinos"))
+        .recurso_para("destinos.fechamentoo", destino(&servidor));
+    let erro = erro_de(relay).await;
+    assert!(
+        matches!(&erro, ErroConfiguracao::RecursoSemEnviador { tipo, .. } if tipo == "destinos.fechamentoo"),
+        "{erro:?}"
+    );
+    let texto = erro.to_string();
+    assert!(
+        texto.contains("no enviador of this binary sends it"),
+        "{texto}"
+    );
+    assert!(
+        texto.contains("enviadores here: ") && texto.contains("destinos.fechamento)"),
+        "{texto}"
+    );
+    db.descartar().await;
+}
+
+#[tokio::test]
+async fn dois_recursos_do_mesmo_tipo_nunca_se_substituem() {
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    let (a, b) = (Servidor::iniciar().await, Servidor::iniciar().await);
+
+    let relay = Relay::new(db.pool.clone(), Config::new("destinos"))
+        .recurso(destino(&a))
+        .recurso(destino(&b));
+    let erro = erro_de(relay).await;
+    assert!(
+        matches!(erro, ErroConfiguracao::RecursoRepetido { .. }),
+        "{erro:?}"
+    );
+    assert!(
+        erro.to_string().contains("recurso_para(tipo, ...)"),
+        "{erro}"
+    );
+
+    let relay = Relay::new(db.pool.clone(), Config::new("destinos"))
+        .recurso_para("destinos.arquivamento", destino(&a))
+        .recurso_para("destinos.arquivamento", destino(&b));
+    let erro = erro_de(relay).await;
+    assert!(
+        matches!(&erro, ErroConfiguracao::RecursoRepetidoParaTipo { tipo, .. } if tipo == "destinos.arquivamento"),
+        "{erro:?}"
+    );
+    assert_eq!(
+        a.recebidas().len() + b.recebidas().len(),
+        0,
+        "nothing was sent"
+    );
+    db.descartar().await;
+}
