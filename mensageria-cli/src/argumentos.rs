@@ -47,6 +47,15 @@ pub(crate) enum Comando {
     Verificar,
     /// Per tipo: pending and in-flight rows, oldest message, attempts, dead letters, and which
     /// app claims it.
+    ///
+    /// The columns: PENDING, rows waiting for a relay (due now, or scheduled for a retry) and
+    /// not leased; IN FLIGHT, rows a relay has leased and is delivering right now; OLDEST, the
+    /// age of the oldest message of the tipo still in the saída; ATTEMPTS, the saída's rows per
+    /// number of attempts so far, as `range:rows` (`2-4:1` is one message that has been tried
+    /// 2 to 4 times; the ranges are 0, 1, 2-4, 5-9, 10-24 and 25+, empty ones left out); DEAD,
+    /// the tipo's dead letters (`mortas listar --tipo`); CLAIMED BY, the apps whose relay sends
+    /// the tipo; LAST SEEN, when each last said so. With --json, the same figures under the
+    /// keys of the README's "JSON output" table.
     Status,
     /// Dead letters: list, show, replay, discard.
     Mortas {

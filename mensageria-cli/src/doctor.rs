@@ -32,12 +32,17 @@ use mensageria_core::operacoes;
 #[derive(Debug, Serialize)]
 struct Diagnostico {
     /// No problem found.
+    #[serde(rename = "healthy")]
     saudavel: bool,
     /// The schema version applied and the one this build needs.
+    #[serde(rename = "applied_version")]
     versao_aplicada: Option<i64>,
+    #[serde(rename = "expected_version")]
     versao_esperada: i64,
+    #[serde(rename = "problems")]
     problemas: Vec<Problema>,
     /// What was checked fine, or not checked and why.
+    #[serde(rename = "notes")]
     notas: Vec<String>,
     /// Every app found on the schema and its state (`mensageria apps listar` tells more).
     apps: Vec<EstadoDoApp>,
@@ -59,28 +64,37 @@ struct EstadoDoApp {
 #[derive(Debug, Serialize)]
 struct Problema {
     /// A stable code for scripts.
+    #[serde(rename = "code")]
     codigo: Codigo,
     /// The tipo concerned, if one (`null` otherwise: the keys are always there for scripts).
     tipo: Option<String>,
     /// The apps concerned (may be empty).
     apps: Vec<String>,
     /// What is wrong and what to do.
+    #[serde(rename = "message")]
     mensagem: String,
 }
 
 /// The kinds of problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
 enum Codigo {
+    #[serde(rename = "schema-missing")]
     SchemaAusente,
+    #[serde(rename = "schema-outdated")]
     SchemaDesatualizado,
+    #[serde(rename = "migration-failed")]
     MigracaoFalhou,
+    #[serde(rename = "orphans")]
     Orfas,
+    #[serde(rename = "competing-consumers")]
     Concorrentes,
     /// A relay that records no instances stopped refreshing `mensageria_apps`.
+    #[serde(rename = "app-silent")]
     AppParado,
     /// None of the app's instances is alive and its latest did not stop gracefully.
+    #[serde(rename = "app-dead")]
     AppMorto,
+    #[serde(rename = "retention-too-short")]
     RetencaoCurta,
 }
 

@@ -46,15 +46,22 @@ pub(crate) async fn executar(
 /// One dead letter, in full.
 #[derive(Debug, Serialize)]
 struct Morta {
+    #[serde(rename = "message_id")]
     id_mensagem: String,
     tipo: String,
+    #[serde(rename = "attempts")]
     tentativas: i64,
+    #[serde(rename = "last_error")]
     ultimo_erro: String,
     /// The app whose relay dead-lettered it.
     app: Option<String>,
+    #[serde(rename = "correlation_id")]
     correlacao: Option<String>,
+    #[serde(rename = "created_at")]
     criada_em: String,
+    #[serde(rename = "dead_at")]
     morta_em: String,
+    #[serde(rename = "dead_ago_ms")]
     morta_ha_ms: i64,
     /// The payload byte for byte as enqueued (no key reordering, no number rounding).
     payload: Box<serde_json::value::RawValue>,
@@ -66,7 +73,7 @@ impl Relatorio for Morta {
     fn humano(&self) -> String {
         let payload = escapar_exceto_quebras(self.payload.get());
         format!(
-            "id_mensagem  {}\ntipo         {}\nattempts     {}\nlast error   {}\napp          {}\n\
+            "message id   {}\ntipo         {}\nattempts     {}\nlast error   {}\napp          {}\n\
              correlation  {}\ncreated      {}\ndead since   {} ({} ago)\npayload\n{payload}\n",
             escapar(&self.id_mensagem),
             escapar(&self.tipo),
@@ -117,18 +124,24 @@ async fn buscar(conexao: &Conexao, id: Uuid) -> Result<Morta, ErroCli> {
 struct Lista {
     /// Dead letters matching the filter (all of them, not just those listed).
     total: i64,
+    #[serde(rename = "dead_letters")]
     mortas: Vec<ItemDaLista>,
 }
 
 /// One line of `mortas listar`.
 #[derive(Debug, Serialize)]
 struct ItemDaLista {
+    #[serde(rename = "message_id")]
     id_mensagem: String,
     tipo: String,
+    #[serde(rename = "attempts")]
     tentativas: i64,
     app: Option<String>,
+    #[serde(rename = "dead_at")]
     morta_em: String,
+    #[serde(rename = "dead_ago_ms")]
     morta_ha_ms: i64,
+    #[serde(rename = "last_error")]
     ultimo_erro: String,
 }
 
@@ -138,7 +151,7 @@ impl Relatorio for Lista {
             return "no dead letters".into();
         }
         let mut tabela = Tabela::new([
-            "id_mensagem",
+            "message id",
             "tipo",
             "attempts",
             "app",
@@ -196,8 +209,10 @@ async fn listar(
 #[derive(Debug, Serialize)]
 struct Reenfileiradas {
     /// Dead letters moved back to the saída.
+    #[serde(rename = "requeued")]
     reenfileiradas: u64,
     /// The one asked for, if one.
+    #[serde(rename = "message_id")]
     id_mensagem: Option<Uuid>,
     /// The tipo asked for, if one.
     tipo: Option<String>,
@@ -258,6 +273,7 @@ async fn reenfileirar(
 /// What `mortas descartar` changed.
 #[derive(Debug, Serialize)]
 struct Descartada {
+    #[serde(rename = "discarded")]
     descartada: String,
     tipo: String,
 }

@@ -19,12 +19,16 @@ use crate::saida_formatada::{Relatorio, imprimir};
 #[derive(Debug, Serialize)]
 struct Purga {
     /// Dedup records deleted.
+    #[serde(rename = "deleted")]
     apagadas: u64,
     /// Statements run.
+    #[serde(rename = "batches")]
     lotes: u64,
     /// The batch size.
+    #[serde(rename = "batch_size")]
     lote: i64,
     /// The retention, in seconds: records older than this were deleted.
+    #[serde(rename = "retention_s")]
     retencao_s: u64,
 }
 

@@ -11,8 +11,10 @@ use crate::saida_formatada::{Relatorio, imprimir};
 #[derive(Debug, Serialize)]
 struct Migracao {
     /// The version before (`None`: no mensageria tables).
+    #[serde(rename = "version_before")]
     antes: Option<i64>,
     /// The version now.
+    #[serde(rename = "version_after")]
     depois: i64,
 }
 
@@ -55,8 +57,10 @@ pub(crate) fn versao_esperada<DB: mensageria_core::Banco>(_pool: &sqlx::Pool<DB>
 #[derive(Debug, Serialize)]
 struct Verificacao {
     /// The newest migration applied.
+    #[serde(rename = "applied_version")]
     aplicada: i64,
     /// The newest migration this build knows.
+    #[serde(rename = "expected_version")]
     esperada: i64,
 }
 

@@ -34,23 +34,31 @@ struct Status {
 struct StatusDoTipo {
     tipo: String,
     /// Rows waiting for a relay (due or scheduled for a retry), not leased right now.
+    #[serde(rename = "pending")]
     pendentes: i64,
     /// Rows leased right now: a relay is delivering them.
+    #[serde(rename = "in_flight")]
     em_voo: i64,
     /// Age of the oldest message of the tipo still in the saída (pending or in flight).
+    #[serde(rename = "oldest_age_ms")]
     idade_mais_antiga_ms: Option<i64>,
     /// Rows of the saída per number of attempts so far (empty buckets left out).
+    #[serde(rename = "attempts")]
     tentativas: Vec<Faixa>,
     /// Dead letters of the tipo.
+    #[serde(rename = "dead")]
     mortas: i64,
     /// The apps whose relay claims the tipo, and when each was last seen.
+    #[serde(rename = "claimed_by")]
     apps: Vec<AppDoTipo>,
 }
 
 /// One bucket of the attempts histogram.
 #[derive(Debug, Serialize)]
 struct Faixa {
+    #[serde(rename = "range")]
     faixa: &'static str,
+    #[serde(rename = "messages")]
     mensagens: i64,
 }
 
@@ -58,7 +66,9 @@ struct Faixa {
 #[derive(Debug, Serialize)]
 struct AppDoTipo {
     app: String,
+    #[serde(rename = "last_seen_ago_ms")]
     visto_ha_ms: i64,
+    #[serde(rename = "last_seen_at")]
     visto_em: String,
 }
 

@@ -8,13 +8,13 @@ use crate::comum::{plantar_app, plantar_instancia, plantar_saida};
 
 /// The `(codigo, tipo, apps)` of each problem, sorted.
 fn problemas(diagnostico: &Value) -> Vec<(String, String, Vec<String>)> {
-    let mut lista: Vec<_> = diagnostico["problemas"]
+    let mut lista: Vec<_> = diagnostico["problems"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| {
             (
-                p["codigo"].as_str().unwrap().to_owned(),
+                p["code"].as_str().unwrap().to_owned(),
                 p["tipo"].as_str().unwrap_or("").to_owned(),
                 p["apps"]
                     .as_array()
@@ -46,14 +46,14 @@ nos_dois_bancos! {
         plantar_app(&db, "emissor", "a.um", 2_000).await;
         plantar_saida(&db, "a.um", 0, 1_000, false).await;
         let d = diagnosticar(&db, &["--retencao", "30d"], 0);
-        assert_eq!(d["saudavel"], true, "{d:#}");
-        assert_eq!(d["problemas"], serde_json::json!([]));
+        assert_eq!(d["healthy"], true, "{d:#}");
+        assert_eq!(d["problems"], serde_json::json!([]));
         let humano = db.mensageria(&["doctor", "--retencao", "30d"]).assert().success();
         assert!(stdout(&humano).ends_with("healthy: no problem found\n"), "{}", stdout(&humano));
         // Without --retencao the retention check is skipped, and said so; still healthy.
         let d = diagnosticar(&db, &[], 0);
         assert!(
-            d["notas"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("dedup retention not checked")),
+            d["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("dedup retention not checked")),
             "{d:#}"
         );
     }
@@ -76,28 +76,28 @@ nos_dois_bancos! {
         plantar_saida(&db, "velho", 1, 7_200_000, false).await;
 
         let d = diagnosticar(&db, &["--retencao", "1d"], 1);
-        assert_eq!(d["saudavel"], false);
+        assert_eq!(d["healthy"], false);
         assert_eq!(
             problemas(&d),
             vec![
-                (s("app-parado"), s(""), vec![s("parado")]),
-                (s("concorrentes"), s("disputado"), vec![s("app1"), s("app2")]),
-                (s("orfas"), s("orfa.tipo"), vec![]),
-                (s("orfas"), s("velho"), vec![s("parado")]),
-                (s("retencao-curta"), s(""), vec![]),
+                (s("app-silent"), s(""), vec![s("parado")]),
+                (s("competing-consumers"), s("disputado"), vec![s("app1"), s("app2")]),
+                (s("orphans"), s("orfa.tipo"), vec![]),
+                (s("orphans"), s("velho"), vec![s("parado")]),
+                (s("retention-too-short"), s(""), vec![]),
             ],
             "{d:#}"
         );
-        let orfa = d["problemas"].as_array().unwrap().iter().find(|p| p["tipo"] == "orfa.tipo").unwrap();
-        assert!(orfa["mensagem"].as_str().unwrap().starts_with("2 row(s) of tipo `orfa.tipo`"), "{orfa}");
+        let orfa = d["problems"].as_array().unwrap().iter().find(|p| p["tipo"] == "orfa.tipo").unwrap();
+        assert!(orfa["message"].as_str().unwrap().starts_with("2 row(s) of tipo `orfa.tipo`"), "{orfa}");
 
         // A longer heartbeat tolerance makes `parado` live again: its tipo has an owner.
         let d = diagnosticar(&db, &["--retencao", "30d", "--parado-apos", "3h"], 1);
         assert_eq!(
             problemas(&d),
             vec![
-                (s("concorrentes"), s("disputado"), vec![s("app1"), s("app2")]),
-                (s("orfas"), s("orfa.tipo"), vec![]),
+                (s("competing-consumers"), s("disputado"), vec![s("app1"), s("app2")]),
+                (s("orphans"), s("orfa.tipo"), vec![]),
             ],
             "{d:#}"
         );
@@ -114,7 +114,7 @@ nos_dois_bancos! {
     async fn doctor_e_as_versoes_do_schema(db) {
         // No schema at all: a problem, and nothing else checked.
         let d = diagnosticar(&db, &[], 1);
-        assert_eq!(problemas(&d), vec![(s("schema-ausente"), s(""), vec![])], "{d:#}");
+        assert_eq!(problemas(&d), vec![(s("schema-missing"), s(""), vec![])], "{d:#}");
 
         // A schema newer than this build (the owner upgraded first): noted, not a problem.
         mensageria_core::migrar(&db.pool).await.unwrap();
@@ -130,9 +130,9 @@ nos_dois_bancos! {
         .await
         .unwrap();
         let d = diagnosticar(&db, &[], 0);
-        assert_eq!(d["versao_aplicada"], futura);
-        assert_eq!(d["versao_esperada"], esperada);
-        assert!(d["notas"][0].as_str().unwrap().contains("newer than this CLI knows"), "{d:#}");
+        assert_eq!(d["applied_version"], futura);
+        assert_eq!(d["expected_version"], esperada);
+        assert!(d["notes"][0].as_str().unwrap().contains("newer than this CLI knows"), "{d:#}");
 
         // A failed migration is a problem.
         sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -142,7 +142,7 @@ nos_dois_bancos! {
         .await
         .unwrap();
         let d = diagnosticar(&db, &[], 1);
-        assert_eq!(problemas(&d), vec![(s("migracao-falhou"), s(""), vec![])], "{d:#}");
+        assert_eq!(problemas(&d), vec![(s("migration-failed"), s(""), vec![])], "{d:#}");
     }
 }
 
@@ -157,7 +157,7 @@ nos_dois_bancos! {
         let d = diagnosticar(&db, &["--retencao", "30d"], 1);
         assert_eq!(
             problemas(&d),
-            vec![(s("orfas"), s("largado"), vec![s("emissor")])],
+            vec![(s("orphans"), s("largado"), vec![s("emissor")])],
             "{d:#}"
         );
     }
@@ -192,10 +192,10 @@ nos_dois_bancos! {
         plantar_instancia(&db, "fiscal@pod-2", "fiscal", 301_000, Some(300_500), None).await;
 
         let d = diagnosticar(&db, &["--retencao", "30d"], 0);
-        assert_eq!(d["saudavel"], true, "{d:#}");
-        assert_eq!(d["problemas"], serde_json::json!([]));
+        assert_eq!(d["healthy"], true, "{d:#}");
+        assert_eq!(d["problems"], serde_json::json!([]));
         assert_eq!(estados(&d), vec![(s("emissor"), s("alive")), (s("fiscal"), s("stopped"))]);
-        let notas: Vec<&str> = d["notas"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        let notas: Vec<&str> = d["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
         assert!(
             notas.iter().any(|n| n.starts_with("app `fiscal` is stopped: its relay instances shut down gracefully")),
             "{d:#}"
@@ -226,13 +226,13 @@ nos_dois_bancos! {
         plantar_saida(&db, "c.tres", 0, 40_000, false).await;
 
         let d = diagnosticar(&db, &["--retencao", "30d"], 1);
-        assert_eq!(d["saudavel"], false);
+        assert_eq!(d["healthy"], false);
         assert_eq!(
             problemas(&d),
             vec![
-                (s("app-morto"), s(""), vec![s("caiu")]),
-                (s("app-morto"), s(""), vec![s("recente")]),
-                (s("orfas"), s("c.tres"), vec![s("recente")]),
+                (s("app-dead"), s(""), vec![s("caiu")]),
+                (s("app-dead"), s(""), vec![s("recente")]),
+                (s("orphans"), s("c.tres"), vec![s("recente")]),
             ],
             "{d:#}"
         );
@@ -240,8 +240,8 @@ nos_dois_bancos! {
             estados(&d),
             vec![(s("caiu"), s("dead")), (s("emissor"), s("alive")), (s("recente"), s("dead"))]
         );
-        let caiu = d["problemas"].as_array().unwrap().iter().find(|p| p["apps"][0] == "caiu").unwrap();
-        let mensagem = caiu["mensagem"].as_str().unwrap();
+        let caiu = d["problems"].as_array().unwrap().iter().find(|p| p["apps"][0] == "caiu").unwrap();
+        let mensagem = caiu["message"].as_str().unwrap();
         assert!(mensagem.starts_with("app `caiu` is dead: none of its relay instances is alive"), "{mensagem}");
         assert!(mensagem.contains("last heartbeat 1h 00m ago; dead: caiu@pod-1"), "{mensagem}");
 
@@ -263,9 +263,9 @@ nos_dois_bancos! {
         plantar_saida(&db, "c.tres", 3, 400_000, false).await;
 
         let d = diagnosticar(&db, &["--retencao", "30d"], 1);
-        assert_eq!(problemas(&d), vec![(s("orfas"), s("c.tres"), vec![s("fiscal")])], "{d:#}");
+        assert_eq!(problemas(&d), vec![(s("orphans"), s("c.tres"), vec![s("fiscal")])], "{d:#}");
         assert_eq!(estados(&d), vec![(s("fiscal"), s("stopped"))]);
-        let orfa = d["problemas"][0]["mensagem"].as_str().unwrap();
+        let orfa = d["problems"][0]["message"].as_str().unwrap();
         assert!(orfa.starts_with("2 row(s) of tipo `c.tres` wait in the saída (oldest 10m "), "{orfa}");
         assert!(
             orfa.contains(

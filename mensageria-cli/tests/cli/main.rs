@@ -7,6 +7,7 @@ mod apps;
 mod comum;
 mod doctor;
 mod erros;
+mod json;
 mod mortas;
 mod purgar;
 mod status;

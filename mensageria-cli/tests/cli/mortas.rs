@@ -27,14 +27,14 @@ nos_dois_bancos! {
 
         let lista = db.json_de(&["mortas", "listar", "--tipo", "cli.replay"]);
         assert_eq!(lista["total"], 1);
-        assert_eq!(lista["mortas"][0]["id_mensagem"], id.to_string());
-        assert_eq!(lista["mortas"][0]["tentativas"], 25);
+        assert_eq!(lista["dead_letters"][0]["message_id"], id.to_string());
+        assert_eq!(lista["dead_letters"][0]["attempts"], 25);
         let todas = db.json_de(&["mortas", "listar"]);
         assert_eq!(todas["total"], 2);
 
         let morta = db.json_de(&["mortas", "mostrar", &id.to_string()]);
         assert_eq!(morta["payload"]["numero"], 7);
-        assert_eq!(morta["ultimo_erro"], "gave up after 25 attempts: HTTP 503");
+        assert_eq!(morta["last_error"], "gave up after 25 attempts: HTTP 503");
 
         let feito = db.mensageria(&["mortas", "reenfileirar", &id.to_string()]).assert().success();
         assert!(
@@ -45,7 +45,7 @@ nos_dois_bancos! {
         // Back in the saída, attempts reset; the other dead letter untouched.
         assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
         assert_eq!(contar(&db.pool, "mensageria_saida WHERE tipo = 'cli.replay' AND tentativas = 0").await, 1);
-        assert_eq!(db.json_de(&["mortas", "listar"])["mortas"][0]["id_mensagem"], outra.to_string());
+        assert_eq!(db.json_de(&["mortas", "listar"])["dead_letters"][0]["message_id"], outra.to_string());
 
         // The relay of the app that sends the tipo delivers it, over real HTTP.
         let servidor = Servidor::iniciar().await;
@@ -75,7 +75,7 @@ nos_dois_bancos! {
         plantar_morta(&db, "y.dois", "{}").await;
 
         let por_tipo = db.json_de(&["mortas", "reenfileirar", "--tipo", "x.um"]);
-        assert_eq!(por_tipo["reenfileiradas"], 2);
+        assert_eq!(por_tipo["requeued"], 2);
         assert_eq!(contar(&db.pool, "mensageria_saida WHERE tipo = 'x.um'").await, 2);
         assert_eq!(contar(&db.pool, "mensageria_mortas WHERE tipo = 'y.dois'").await, 1);
 

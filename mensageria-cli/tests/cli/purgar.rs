@@ -33,8 +33,8 @@ nos_dois_bancos! {
         assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 5);
 
         let purga = db.json_de(&["purgar", "--retencao", "30d", "--lote", "2"]);
-        assert_eq!(purga["apagadas"], 3, "{purga}");
-        assert_eq!(purga["lotes"], 2, "{purga}");
+        assert_eq!(purga["deleted"], 3, "{purga}");
+        assert_eq!(purga["batches"], 2, "{purga}");
         let restantes: Vec<String> =
             sqlx::query_scalar("SELECT chave FROM mensageria_recebidas ORDER BY chave")
                 .fetch_all(&db.pool)

@@ -21,7 +21,7 @@ nos_dois_bancos! {
             format!("schema already at version {versao}: nothing changed")
         );
         let verificado = db.json_de(&["verificar"]);
-        assert_eq!(verificado, json!({"aplicada": versao, "esperada": versao}));
+        assert_eq!(verificado, json!({"applied_version": versao, "expected_version": versao}));
     }
 }
 
@@ -46,32 +46,32 @@ nos_dois_bancos! {
 
         let a = &tipos[0];
         assert_eq!(a["tipo"], "a.um");
-        assert_eq!(a["pendentes"], 3);
-        assert_eq!(a["em_voo"], 1);
-        let idade = a["idade_mais_antiga_ms"].as_i64().unwrap();
+        assert_eq!(a["pending"], 3);
+        assert_eq!(a["in_flight"], 1);
+        let idade = a["oldest_age_ms"].as_i64().unwrap();
         assert!((3_600_000..3_700_000).contains(&idade), "oldest age {idade}");
         assert_eq!(
-            a["tentativas"],
+            a["attempts"],
             json!([
-                {"faixa": "0", "mensagens": 1},
-                {"faixa": "1", "mensagens": 1},
-                {"faixa": "2-4", "mensagens": 1},
-                {"faixa": "25+", "mensagens": 1},
+                {"range": "0", "messages": 1},
+                {"range": "1", "messages": 1},
+                {"range": "2-4", "messages": 1},
+                {"range": "25+", "messages": 1},
             ])
         );
-        assert_eq!(a["mortas"], 1);
-        assert_eq!(a["apps"][0]["app"], "emissor");
-        assert!(a["apps"][0]["visto_ha_ms"].as_i64().unwrap() < 60_000);
+        assert_eq!(a["dead"], 1);
+        assert_eq!(a["claimed_by"][0]["app"], "emissor");
+        assert!(a["claimed_by"][0]["last_seen_ago_ms"].as_i64().unwrap() < 60_000);
 
         let b = &tipos[1];
         assert_eq!(b["tipo"], "b.dois");
-        assert_eq!(b["pendentes"], 0);
-        assert_eq!(b["em_voo"], 0);
-        assert_eq!(b["idade_mais_antiga_ms"], serde_json::Value::Null);
-        assert_eq!(b["tentativas"], json!([]));
-        assert_eq!(b["mortas"], 2);
-        assert_eq!(b["apps"][0]["app"], "fiscal");
-        let visto = b["apps"][0]["visto_ha_ms"].as_i64().unwrap();
+        assert_eq!(b["pending"], 0);
+        assert_eq!(b["in_flight"], 0);
+        assert_eq!(b["oldest_age_ms"], serde_json::Value::Null);
+        assert_eq!(b["attempts"], json!([]));
+        assert_eq!(b["dead"], 2);
+        assert_eq!(b["claimed_by"][0]["app"], "fiscal");
+        let visto = b["claimed_by"][0]["last_seen_ago_ms"].as_i64().unwrap();
         assert!((600_000..700_000).contains(&visto), "last seen {visto}");
 
         // The same figures, as a table.
@@ -83,4 +83,29 @@ nos_dois_bancos! {
         assert!(linha_a.contains("emissor"), "{tabela}");
         assert!(tabela.lines().next().unwrap().starts_with("TIPO"), "{tabela}");
     }
+}
+
+/// `status --help` explains every column, the attempts' `range:rows` notation included.
+#[test]
+fn a_ajuda_explica_as_colunas() {
+    let ajuda = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
+        .args(["status", "--help"])
+        .assert()
+        .success();
+    let texto = stdout(&ajuda);
+    for coluna in [
+        "PENDING",
+        "IN FLIGHT",
+        "OLDEST",
+        "ATTEMPTS",
+        "DEAD",
+        "CLAIMED BY",
+        "LAST SEEN",
+    ] {
+        assert!(texto.contains(coluna), "{coluna} not explained: {texto}");
+    }
+    assert!(
+        texto.contains("`2-4:1` is one message that has been tried"),
+        "{texto}"
+    );
 }

@@ -81,7 +81,7 @@ nos_dois_bancos! {
 
         // JSON keeps the exact text (JSON escapes C0 itself); --raw prints the payload as stored.
         let json = db.json_de(&["mortas", "mostrar", &id.to_string()]);
-        assert_eq!(json["ultimo_erro"], ERRO_HOSTIL);
+        assert_eq!(json["last_error"], ERRO_HOSTIL);
         assert_eq!(json["tipo"], TIPO_HOSTIL);
         let cru = db.mensageria(&["mortas", "mostrar", &id.to_string(), "--raw"]).assert().success();
         assert_eq!(cru.get_output().stdout, format!("{PAYLOAD_HOSTIL}\n").into_bytes());

@@ -1,0 +1,216 @@
+//! The `--json` output is an interface: every command's keys are pinned here, and each one is
+//! documented in the README's "JSON output" table, so a rename cannot slip through unnoticed
+//! and no key goes undocumented. Keys are English snake_case, the words of the table headers;
+//! `tipo` and `app` keep the domain's names.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::comum::{Alvo, plantar_app, plantar_instancia, plantar_morta, plantar_saida};
+use mensageria_testes::nos_dois_bancos;
+
+/// Every key path of `valor`: `a`, `a.b`, `lista[].c`.
+fn caminhos(valor: &Value, prefixo: &str, saida: &mut BTreeSet<String>) {
+    match valor {
+        Value::Object(campos) => {
+            for (chave, filho) in campos {
+                // A dead letter's payload is the user's JSON, not ours.
+                let caminho = if prefixo.is_empty() {
+                    chave.clone()
+                } else {
+                    format!("{prefixo}.{chave}")
+                };
+                saida.insert(caminho.clone());
+                if chave != "payload" {
+                    caminhos(filho, &caminho, saida);
+                }
+            }
+        }
+        Value::Array(itens) => {
+            for item in itens {
+                caminhos(item, &format!("{prefixo}[]"), saida);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn chaves_de(db: &impl Alvo, args: &[&str]) -> BTreeSet<String> {
+    let mut saida = BTreeSet::new();
+    caminhos(&db.json_de(args), "", &mut saida);
+    saida
+}
+
+fn conjunto(chaves: &[&str]) -> BTreeSet<String> {
+    chaves.iter().map(|c| (*c).to_owned()).collect()
+}
+
+/// The pinned keys of each command, as `(command, keys)`.
+fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
+    vec![
+        ("migrar", conjunto(&["version_before", "version_after"])),
+        (
+            "verificar",
+            conjunto(&["applied_version", "expected_version"]),
+        ),
+        (
+            "status",
+            conjunto(&[
+                "tipos",
+                "tipos[].tipo",
+                "tipos[].pending",
+                "tipos[].in_flight",
+                "tipos[].oldest_age_ms",
+                "tipos[].attempts",
+                "tipos[].attempts[].range",
+                "tipos[].attempts[].messages",
+                "tipos[].dead",
+                "tipos[].claimed_by",
+                "tipos[].claimed_by[].app",
+                "tipos[].claimed_by[].last_seen_ago_ms",
+                "tipos[].claimed_by[].last_seen_at",
+            ]),
+        ),
+        (
+            "mortas listar",
+            conjunto(&[
+                "total",
+                "dead_letters",
+                "dead_letters[].message_id",
+                "dead_letters[].tipo",
+                "dead_letters[].attempts",
+                "dead_letters[].app",
+                "dead_letters[].dead_at",
+                "dead_letters[].dead_ago_ms",
+                "dead_letters[].last_error",
+            ]),
+        ),
+        (
+            "mortas mostrar",
+            conjunto(&[
+                "message_id",
+                "tipo",
+                "attempts",
+                "last_error",
+                "app",
+                "correlation_id",
+                "created_at",
+                "dead_at",
+                "dead_ago_ms",
+                "payload",
+            ]),
+        ),
+        (
+            "mortas reenfileirar",
+            conjunto(&["requeued", "message_id", "tipo"]),
+        ),
+        ("mortas descartar", conjunto(&["discarded", "tipo"])),
+        (
+            "purgar",
+            conjunto(&["deleted", "batches", "batch_size", "retention_s"]),
+        ),
+        (
+            "doctor",
+            conjunto(&[
+                "healthy",
+                "applied_version",
+                "expected_version",
+                "problems",
+                "problems[].code",
+                "problems[].tipo",
+                "problems[].apps",
+                "problems[].message",
+                "notes",
+                "apps",
+                "apps[].app",
+                "apps[].state",
+                "apps[].last_heartbeat_ago_ms",
+            ]),
+        ),
+        (
+            "apps listar",
+            conjunto(&[
+                "apps",
+                "apps[].app",
+                "apps[].state",
+                "apps[].last_heartbeat_ago_ms",
+                "apps[].last_heartbeat_at",
+                "apps[].pending",
+                "apps[].tipos",
+                "apps[].tipos[].tipo",
+                "apps[].tipos[].pending",
+                "apps[].tipos[].last_seen_ago_ms",
+                "apps[].tipos[].last_seen_at",
+                "apps[].instances",
+                "apps[].instances[].instance",
+                "apps[].instances[].state",
+                "apps[].instances[].replaced",
+                "apps[].instances[].started_at",
+                "apps[].instances[].last_heartbeat_ago_ms",
+                "apps[].instances[].last_heartbeat_at",
+                "apps[].instances[].stopped_at",
+                "apps[].instances[].taken_over_at",
+                "apps[].instances[].dead_after_ms",
+                "apps[].instances[].in_flight",
+            ]),
+        ),
+        (
+            "apps remover",
+            conjunto(&[
+                "app",
+                "state",
+                "instances_removed",
+                "registrations_removed",
+                "pending",
+            ]),
+        ),
+    ]
+}
+
+nos_dois_bancos! {
+    async fn as_chaves_json_sao_fixas(db) {
+        let mut vistas = Vec::new();
+        vistas.push(("migrar", chaves_de(&db, &["migrar"])));
+        vistas.push(("verificar", chaves_de(&db, &["verificar"])));
+        plantar_saida(&db, "a.um", 3, 60_000, false).await;
+        // A row no app claims: doctor has a problem to report.
+        plantar_saida(&db, "orfa.x", 0, 60_000, false).await;
+        plantar_app(&db, "emissor", "a.um", 0).await;
+        plantar_instancia(&db, "emissor@1", "emissor", 0, None, None).await;
+        plantar_app(&db, "antigo", "b.dois", 3_600_000).await;
+        plantar_instancia(&db, "antigo@1", "antigo", 3_600_000, Some(3_600_000), None).await;
+        let morta = plantar_morta(&db, "a.um", r#"{"n": 1}"#).await.to_string();
+        let outra = plantar_morta(&db, "a.um", "{}").await.to_string();
+        vistas.push(("status", chaves_de(&db, &["status"])));
+        vistas.push(("mortas listar", chaves_de(&db, &["mortas", "listar"])));
+        vistas.push(("mortas mostrar", chaves_de(&db, &["mortas", "mostrar", &morta])));
+        vistas.push(("mortas reenfileirar", chaves_de(&db, &["mortas", "reenfileirar", &morta])));
+        vistas.push(("mortas descartar", chaves_de(&db, &["mortas", "descartar", &outra, "--yes"])));
+        vistas.push(("purgar", chaves_de(&db, &["purgar"])));
+        vistas.push(("doctor", {
+            let saida = db.mensageria(&["doctor", "--json"]).output().unwrap();
+            let mut chaves = BTreeSet::new();
+            caminhos(&serde_json::from_slice(&saida.stdout).unwrap(), "", &mut chaves);
+            chaves
+        }));
+        vistas.push(("apps listar", chaves_de(&db, &["apps", "listar"])));
+        vistas.push(("apps remover", chaves_de(&db, &["apps", "remover", "antigo", "--yes"])));
+
+        let leia_me = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let tabela = leia_me
+            .split("<!-- json-keys -->")
+            .nth(1)
+            .expect("the README's JSON output table, between <!-- json-keys --> markers");
+        for ((comando, vistas), (fixado, esperadas)) in vistas.into_iter().zip(fixadas()) {
+            assert_eq!(comando, fixado);
+            assert_eq!(vistas, esperadas, "`mensageria {comando} --json`: keys changed");
+            for chave in &esperadas {
+                assert!(
+                    tabela.contains(&format!("`{chave}`")),
+                    "`{chave}` of `mensageria {comando} --json` is not in the README's table"
+                );
+            }
+        }
+    }
+}
