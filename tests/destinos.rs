@@ -153,3 +153,54 @@ async fn dois_recursos_do_mesmo_tipo_nunca_se_substituem() {
     );
     db.descartar().await;
 }
+
+/// The lines `log` captured that mention the relay.
+fn linhas_do_relay(log: &mensageria_testes::log::Captura) -> Vec<String> {
+    log.texto()
+        .lines()
+        .filter(|l| l.contains("mensageria relay:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Each failed delivery is one log line: a WARN when it will be retried, one ERROR when it
+/// goes to the dead letters — never both for one attempt — and the line keeps the cause.
+#[tokio::test(flavor = "current_thread")]
+async fn cada_falha_de_entrega_e_uma_linha_de_log() {
+    let log = mensageria_testes::log::Captura::default();
+    let _guarda = tracing::subscriber::set_default(log.assinante());
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let fora = Servidor::iniciar().await;
+    fora.responder(mensageria_testes::servidor::Resposta::Status(503, None));
+    enfileirar(&db.pool, &Fechamento { n: 1 }).await.unwrap();
+
+    let config = Config::new("destinos").com_max_tentativas(2);
+    let relay = Relay::new(db.pool.clone(), config).recurso(destino(&fora));
+    relay.rodada().await.unwrap();
+    let linhas = linhas_do_relay(&log);
+    assert_eq!(linhas.len(), 1, "{linhas:#?}");
+    assert!(
+        linhas[0].contains("WARN") && linhas[0].contains("temporary failure; will retry"),
+        "{linhas:#?}"
+    );
+    assert!(
+        linhas[0].contains("503"),
+        "the cause is in the line: {linhas:#?}"
+    );
+
+    // The second attempt is the last: one ERROR line, and no WARN for it.
+    sqlx::query("UPDATE mensageria_saida SET proxima_tentativa_em = 0")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    relay.rodada().await.unwrap();
+    let linhas = linhas_do_relay(&log);
+    assert_eq!(linhas.len(), 2, "{linhas:#?}");
+    assert!(
+        linhas[1].contains("ERROR") && linhas[1].contains("moved to dead letters"),
+        "{linhas:#?}"
+    );
+    assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
+    db.descartar().await;
+}

@@ -31,8 +31,7 @@ pub const TAMANHO_MAXIMO_CHAVE: usize = 1024;
 
 /// A natural key in its canonical encoding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[doc(alias = "natural key")]
-#[doc(alias = "idempotency key")]
+#[doc(alias("natural key", "idempotency key"))]
 pub struct ChaveNatural(String);
 
 /// Why a key could not be built.

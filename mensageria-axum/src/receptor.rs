@@ -13,6 +13,7 @@ use crate::{ChaveNatural, ErroChave, Rejeicao};
 ///
 /// Implemented by `#[receptor(...)]`, which also registers it; implementing it by hand works
 /// with [`rota`](crate::rota) but is not seen by [`router`](crate::router).
+#[doc(alias("Receiver", "consumer"))]
 pub trait Receptor: Send + Sync + 'static {
     /// The database of the effect's transaction.
     type Banco: Banco;

@@ -7,6 +7,7 @@ use std::time::Duration;
 /// back either way, so a redelivery is applied as if it were the first.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[doc(alias("Rejection", "handler error"))]
 pub enum Rejeicao {
     /// The event itself is unacceptable (answers 422): the sender's relay dead-letters it.
     #[error("rejected: {motivo}")]

@@ -24,6 +24,7 @@ use crate::{Config, Estado, Receptor};
 /// the request timeout and a `tower_http` trace span per request.
 ///
 /// Fails when the configuration does not hang together or two crates register one tipo.
+#[doc(alias = "routes")]
 pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro> {
     let estado = Estado::new(pool, config)?;
     let config = std::sync::Arc::clone(&estado.config);
@@ -139,6 +140,7 @@ pub fn montar<R: Receptor>(estado: &dyn Any) -> Option<RotasDoReceptor> {
 
 /// Deletes dedup records older than the configured retention, in batches of 1000 (no long
 /// locks); returns how many. Run it periodically (the CLI's `purgar` does).
+#[doc(alias("purge", "dedup retention"))]
 pub async fn purgar<DB: Banco>(pool: &Pool<DB>, config: &Config) -> Result<u64, Erro> {
     config.validar()?;
     let lote = std::num::NonZeroU32::new(1000).expect("1000 is not zero");

@@ -8,6 +8,7 @@ use std::time::Duration;
 /// [`Erro::Configuracao`](crate::Erro::Configuracao) by the calls that check it.
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
+#[doc(alias = "ConfigError")]
 pub enum ErroConfiguracao {
     /// The relay's app name is empty.
     #[error(

@@ -110,6 +110,7 @@ mod lote;
 
 /// An HTTP service that receives M2M messages.
 #[derive(Clone)]
+#[doc(alias("destination", "endpoint"))]
 pub struct Destino {
     cliente: reqwest::Client,
     base: Url,

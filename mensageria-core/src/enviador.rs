@@ -30,6 +30,7 @@ use uuid::Uuid;
     note = "who enqueues a tipo must be able to send it: otherwise the row would wait forever for \
             a relay that never claims it"
 )]
+#[doc(alias("Sender", "producer"))]
 pub trait Enviador: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The tipo this payload travels as.
     const TIPO: &'static str;
@@ -51,6 +52,7 @@ pub trait Enviador: Serialize + DeserializeOwned + Send + Sync + 'static {
 /// Why a send did not succeed, which tells the relay what to do next.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[doc(alias("SendError", "delivery failure"))]
 pub enum FalhaEnvio {
     /// It may work later (destination down, 5xx, timeout, 401/403/404 during a deploy):
     /// the relay retries with backoff until the attempt or age limit, then dead-letters.
@@ -107,6 +109,7 @@ impl FalhaEnvio {
 /// assert_eq!(ctx.recurso::<BaseUrl>(), Some(&BaseUrl("http://127.0.0.1:8080")));
 /// ```
 #[derive(Clone)]
+#[doc(alias("SendContext", "delivery context"))]
 pub struct ContextoEnvio {
     id_mensagem: Uuid,
     tipo: String,

@@ -11,6 +11,7 @@
 /// ```
 #[derive(thiserror::Error)]
 #[non_exhaustive]
+#[doc(alias = "Error")]
 pub enum Erro {
     /// `enfileirar_json` was called with a tipo that no `#[enviador]` in this binary handles.
     #[error(

@@ -89,6 +89,7 @@ fn ms(duracao: Duration) -> i64 {
 /// One dead letter, in full: a row of `mensageria_mortas`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[doc(alias("DeadLetter", "dead letter"))]
 pub struct Morta {
     /// Its message id (the one the receptor dedups on).
     pub id_mensagem: Uuid,
@@ -159,6 +160,7 @@ pub struct PaginaDeMortas {
 /// assert_eq!(pagina.total, 0);
 /// # Ok(()) }
 /// ```
+#[doc(alias("dead letters", "dlq", "list_dead_letters"))]
 pub async fn listar_mortas<DB: Banco>(
     pool: &Pool<DB>,
     tipo: Option<&str>,
@@ -184,6 +186,7 @@ pub async fn listar_mortas<DB: Banco>(
 /// ));
 /// # Ok(()) }
 /// ```
+#[doc(alias = "get_dead_letter")]
 pub async fn buscar_morta<DB: Banco>(
     pool: &Pool<DB>,
     id_mensagem: Uuid,
@@ -209,6 +212,7 @@ pub async fn buscar_morta<DB: Banco>(
 /// assert!(matches!(resultado, Err(ErroOperacao::MortaNaoEncontrada { .. })));
 /// # Ok(()) }
 /// ```
+#[doc(alias("replay", "requeue", "redrive"))]
 pub async fn reenfileirar_morta<DB: Banco>(
     pool: &Pool<DB>,
     id_mensagem: Uuid,
@@ -233,6 +237,7 @@ pub async fn reenfileirar_morta<DB: Banco>(
 /// assert_eq!(movidas, 0);
 /// # Ok(()) }
 /// ```
+#[doc(alias("replay", "requeue", "redrive"))]
 pub async fn reenfileirar_mortas<DB: Banco>(
     pool: &Pool<DB>,
     tipo: Option<&str>,
@@ -252,6 +257,7 @@ pub async fn reenfileirar_mortas<DB: Banco>(
 /// assert!(resultado.is_err());
 /// # Ok(()) }
 /// ```
+#[doc(alias("discard", "delete_dead_letter"))]
 pub async fn descartar_morta<DB: Banco>(
     pool: &Pool<DB>,
     id_mensagem: Uuid,
@@ -303,6 +309,7 @@ pub struct Recebida<'a> {
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
+#[doc(alias("inbox", "dedup", "idempotency"))]
 pub fn registrar_recebida<'c, DB: Banco>(
     conexao: &'c mut <DB as sqlx::Database>::Connection,
     recebida: Recebida<'c>,
@@ -398,6 +405,7 @@ pub struct Purga {
 /// assert_eq!((purga.apagadas, purga.lotes), (0, 1));
 /// # Ok(()) }
 /// ```
+#[doc(alias("purge", "inbox", "dedup"))]
 pub async fn purgar_recebidas<DB: Banco>(
     pool: &Pool<DB>,
     retencao: Duration,

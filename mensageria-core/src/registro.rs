@@ -59,6 +59,7 @@ impl EnviadorRegistrado {
 /// assert!(Registro::global().validar().is_ok());
 /// ```
 #[derive(Debug)]
+#[doc(alias = "registry")]
 pub struct Registro {
     por_tipo: HashMap<&'static str, &'static EnviadorRegistrado>,
     tipos: Vec<&'static str>,

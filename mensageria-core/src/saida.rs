@@ -96,6 +96,7 @@ pub const LIMITE_PAYLOAD_PADRAO: usize = 1024 * 1024;
 /// `tx` is a `Transaction` or a `&mut Transaction`: see [`Conexao`]) with the default
 /// [`Saida`]; returns the message id. Compiles only for payload types that have an
 /// `#[enviador]`.
+#[doc(alias("enqueue", "publish", "send", "outbox"))]
 pub async fn enfileirar<C, T>(conexao: C, payload: &T) -> Result<Uuid, Erro>
 where
     C: Conexao,
@@ -132,8 +133,7 @@ where
 /// assert!(enfileirar_ordenado(&pool, &passo("x"), "").await.is_err());
 /// # Ok(()) }
 /// ```
-#[doc(alias = "ordered")]
-#[doc(alias = "partition key")]
+#[doc(alias("ordered", "partition key", "enqueue_ordered"))]
 pub async fn enfileirar_ordenado<C, T>(
     conexao: C,
     payload: &T,
@@ -150,6 +150,7 @@ where
 
 /// Enqueues a JSON payload whose tipo comes from data, with the default [`Saida`]. Fails before
 /// writing anything when no enviador of this binary handles `tipo`.
+#[doc(alias = "enqueue_json")]
 pub async fn enfileirar_json<C>(
     conexao: C,
     tipo: &str,
@@ -168,6 +169,7 @@ where
 /// assert_eq!(saida.limite_payload(), 64 * 1024);
 /// ```
 #[derive(Debug, Clone)]
+#[doc(alias("outbox", "transactional outbox"))]
 pub struct Saida {
     limite_payload: usize,
 }

@@ -45,6 +45,7 @@ pub struct VersaoSchema {
 /// assert_eq!(versao.aplicada, versao.esperada);
 /// # Ok(()) }
 /// ```
+#[doc(alias = "migrate")]
 pub async fn migrar<DB: Banco>(pool: &Pool<DB>) -> Result<(), Erro> {
     DB::migrar(pool).await?;
     Ok(())
@@ -54,6 +55,7 @@ pub async fn migrar<DB: Banco>(pool: &Pool<DB>) -> Result<(), Erro> {
 /// as this build needs: what an app that shares a schema it does not own calls at start.
 ///
 /// A schema newer than this build is accepted (the owner upgrades first; migrations only add).
+#[doc(alias("verify_schema", "check_schema"))]
 pub async fn verificar_schema<DB: Banco>(pool: &Pool<DB>) -> Result<VersaoSchema, Erro> {
     let esperada = DB::versao_esperada();
     match DB::versao_aplicada(pool).await? {

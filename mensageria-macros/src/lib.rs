@@ -17,6 +17,7 @@ mod tipo;
 
 /// Registers an async function as the sender of one tipo: `#[enviador(tipo = "...")]`.
 #[proc_macro_attribute]
+#[doc(alias("sender", "producer", "publisher", "outbox"))]
 pub fn enviador(args: TokenStream, item: TokenStream) -> TokenStream {
     enviador::expand(args.into(), item.into()).into()
 }
@@ -24,6 +25,15 @@ pub fn enviador(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Makes an async function the idempotent receptor of one tipo:
 /// `#[receptor(tipo = "...", chave_natural = <expr>)]`.
 #[proc_macro_attribute]
+#[doc(alias(
+    "receiver",
+    "consumer",
+    "handler",
+    "idempotent",
+    "inbox",
+    "idempotency key",
+    "natural key"
+))]
 pub fn receptor(args: TokenStream, item: TokenStream) -> TokenStream {
     receptor::expand(args.into(), item.into()).into()
 }

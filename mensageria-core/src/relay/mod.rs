@@ -86,6 +86,7 @@ pub struct Rodada {
 
 /// A relay over one pool. Build it, add the resources your enviadores use, then
 /// [`spawn`](Relay::spawn) it, or drive it yourself with [`rodada`](Relay::rodada) in tests.
+#[doc(alias("outbox relay", "dispatcher", "publisher"))]
 pub struct Relay<DB: Banco> {
     motor: motor::Motor<DB>,
     /// Resources handed twice: an error at `spawn`/`rodada`, never a silent replacement.
