@@ -198,6 +198,14 @@ impl Cenario {
             .unwrap()
     }
 
+    /// Rows of the saída leased right now (a relay is delivering them).
+    async fn em_voo(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL")
+            .fetch_one(&self.pg.pool)
+            .await
+            .unwrap()
+    }
+
     /// Waits for an empty saída; returns how long it took.
     async fn drenar(&self, limite: Duration) -> Duration {
         let inicio = Instant::now();
@@ -650,6 +658,71 @@ async fn lease_expira_durante_entrega_lenta() {
     assert!(a.cercadas > 0, "no late ack was fenced: {a:?}");
     assert_eq!(a.entregues, 0, "{a:?}");
     assert!(linha.entregas_duplicadas > 0, "{linha:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lotes_sobrepostos_de_duas_replicas_apos_o_lease() {
+    let c = Cenario::novo("lotes_sobrepostos_de_duas_replicas_apos_o_lease", 32).await;
+    let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
+    let proxy_pg = ProxyDeFalhas::iniciar(pg, 32).await.unwrap();
+    // Replica A sends its 64 messages in batches that the receptor's side holds for 1.5 s; its
+    // database freezes meanwhile, so it cannot renew its leases (800 ms).
+    let a = Relay::new(
+        c.pg.pool_via(proxy_pg.endereco(), 2).await,
+        c.config("emissor")
+            .com_lote(64)
+            .com_concorrencia(64)
+            .com_lease(Duration::from_millis(800))
+            .com_tempo_limite_envio(Duration::from_secs(4)),
+    )
+    .recurso(
+        Destino::new(&c.proxy.url())
+            .unwrap()
+            .com_token(TOKEN)
+            .com_tempo_limite(Duration::from_secs(3)),
+    );
+    let tentadas = c.produzir(&c.pg.pool, 0..64, 4, nenhum).await;
+    c.lado
+        .falhar(FalhaResposta::Lento(Duration::from_millis(1500)));
+    let rodada_a = tokio::spawn(async move { a.rodada().await });
+    let esperando = Instant::now();
+    while c.em_voo().await < 64 && esperando.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    proxy_pg.modo(ModoProxy::Buraco);
+    // The leases expire while A's batches are still on their way; replica B takes the rows
+    // back and sends the same events in batches of its own, which reach the receptor while
+    // A's are still held.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    c.lado.falhar(FalhaResposta::Nenhuma);
+    let b = c.relay(
+        c.pg.outro_pool(2).await,
+        c.config("emissor").com_lote(64).com_concorrencia(64),
+    );
+    let rodada_b = b.drenar().await.unwrap();
+    // A's batches land (duplicates now) and its database comes back: its settlements carry the
+    // old fencing token and change nothing.
+    proxy_pg.modo(ModoProxy::Passar);
+    let a = rodada_a.await.unwrap().unwrap();
+    let drenagem = c.drenar(DRENAR).await;
+    let linha = c
+        .concluir(
+            "replica A's batches are held 1.5 s at the receptor while its database freezes past its lease; replica B reclaims and sends the same events in overlapping batches",
+            tentadas,
+            drenagem,
+            format!(
+                "A: {} claimed, {} fenced; B: {} delivered",
+                a.reivindicadas, a.cercadas, rodada_b.entregues
+            ),
+        )
+        .await;
+    assert!(a.cercadas > 0, "no late settlement of A was fenced: {a:?}");
+    assert_eq!(a.entregues, 0, "{a:?}");
+    assert_eq!(rodada_b.entregues, 64, "{rodada_b:?}");
+    assert!(
+        linha.entregas_duplicadas > 0,
+        "A's batches reached the receptor too: {linha:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
