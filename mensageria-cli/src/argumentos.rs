@@ -49,7 +49,9 @@ pub(crate) enum Comando {
     /// app claims it.
     ///
     /// The columns: PENDING, rows waiting for a relay (due now, or scheduled for a retry) and
-    /// not leased; IN FLIGHT, rows a relay has leased and is delivering right now; OLDEST, the
+    /// not leased; IN FLIGHT, rows a relay has leased and is delivering right now; BLOCKED, rows
+    /// of an ordering key waiting behind a dead letter of their key (the relay's default policy
+    /// holds them until that letter is replayed or discarded: `mortas listar --tipo`); OLDEST, the
     /// age of the oldest message of the tipo still in the saída; ATTEMPTS, the saída's rows per
     /// number of attempts so far, as `range:rows` (`2-4:1` is one message that has been tried
     /// 2 to 4 times; the ranges are 0, 1, 2-4, 5-9, 10-24 and 25+, empty ones left out); DEAD,

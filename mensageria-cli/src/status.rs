@@ -39,6 +39,10 @@ struct StatusDoTipo {
     /// Rows leased right now: a relay is delivering them.
     #[serde(rename = "in_flight")]
     em_voo: i64,
+    /// Rows of an ordering key waiting behind a dead letter of their key (held back under the
+    /// relay's default policy until the letter is replayed or discarded).
+    #[serde(rename = "blocked")]
+    atras_de_morta: i64,
     /// Age of the oldest message of the tipo still in the saída (pending or in flight).
     #[serde(rename = "oldest_age_ms")]
     idade_mais_antiga_ms: Option<i64>,
@@ -82,6 +86,7 @@ impl Relatorio for Status {
             "tipo",
             "pending",
             "in flight",
+            "blocked",
             "oldest",
             "attempts",
             "dead",
@@ -104,6 +109,7 @@ impl Relatorio for Status {
                 t.tipo.clone(),
                 t.pendentes.to_string(),
                 t.em_voo.to_string(),
+                t.atras_de_morta.to_string(),
                 t.idade_mais_antiga_ms
                     .map(humana_ms)
                     .unwrap_or_else(|| "-".into()),
@@ -147,6 +153,7 @@ pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCl
         let t = linha(&mut tipos, &f.tipo);
         t.pendentes = f.total - f.em_voo;
         t.em_voo = f.em_voo;
+        t.atras_de_morta = f.atras_de_morta;
         t.idade_mais_antiga_ms = Some(f.idade_mais_antiga_ms.max(0));
     }
     for operacoes::TentativasDoTipo {

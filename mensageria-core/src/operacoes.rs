@@ -442,6 +442,10 @@ pub struct FilaDoTipo {
     pub em_voo: i64,
     /// Age of the oldest one, in ms (database clock).
     pub idade_mais_antiga_ms: i64,
+    /// Of those, rows of an ordering key waiting behind a dead letter of their key: held back
+    /// under the relay's default [`OrdemAposMorta::Bloquear`](crate::ordem::OrdemAposMorta)
+    /// until that letter is replayed or discarded.
+    pub atras_de_morta: i64,
 }
 
 /// Per tipo with rows in the saída, what waits, by tipo.

@@ -61,6 +61,7 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "tipos[].tipo",
                 "tipos[].pending",
                 "tipos[].in_flight",
+                "tipos[].blocked",
                 "tipos[].oldest_age_ms",
                 "tipos[].attempts",
                 "tipos[].attempts[].range",

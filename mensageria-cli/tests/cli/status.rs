@@ -85,6 +85,38 @@ nos_dois_bancos! {
     }
 }
 
+nos_dois_bancos! {
+    async fn status_conta_as_linhas_presas_atras_de_uma_morta(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        // Key `k`: its first message died (seq 1); seq 2 and 3 wait behind it. Key `j` has no
+        // dead letter, and an unordered row is never blocked.
+        let morta = plantar_morta(&db, "o.rdem", "{}").await;
+        ordenar(&db, "mensageria_mortas", morta, "k", 1).await;
+        for (chave, seq) in [("k", 2), ("k", 3), ("j", 5)] {
+            let id = plantar_saida(&db, "o.rdem", 0, 1_000, false).await;
+            ordenar(&db, "mensageria_saida", id, chave, seq).await;
+        }
+        plantar_saida(&db, "o.rdem", 0, 1_000, false).await;
+
+        let status = db.json_de(&["status"]);
+        let linha = &status["tipos"][0];
+        assert_eq!((linha["tipo"].as_str(), linha["pending"].as_i64(), linha["blocked"].as_i64()), (Some("o.rdem"), Some(4), Some(2)), "{status:#}");
+        let tabela = stdout(&db.mensageria(&["status"]).assert().success());
+        let celulas: Vec<&str> = tabela.lines().find(|l| l.starts_with("o.rdem")).unwrap().split_whitespace().collect();
+        assert_eq!(&celulas[..4], ["o.rdem", "4", "0", "2"], "{tabela}");
+    }
+}
+
+/// Gives the row `id` of `tabela` an ordering key and its place in the key's order.
+async fn ordenar(db: &impl Alvo, tabela: &str, id: uuid::Uuid, chave: &str, seq: i64) {
+    let sql = format!(
+        "UPDATE {tabela} SET chave_ordem = $2, seq_ordem = {seq} WHERE id_mensagem = {}",
+        db.uuid("$1")
+    );
+    db.executar(sql, &[&id.to_string(), chave], "give a row an ordering key")
+        .await;
+}
+
 /// `status --help` explains every column, the attempts' `range:rows` notation included.
 #[test]
 fn a_ajuda_explica_as_colunas() {

@@ -9,18 +9,21 @@ use crate::operacoes::{
     FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Reivindicacao, TentativasDoTipo,
 };
 
-/// `tipo, total, em_voo, idade_mais_antiga_ms`.
-pub(crate) type LinhaFila = (String, i64, i64, i64);
+/// `tipo, total, em_voo, idade_mais_antiga_ms, atras_de_morta`.
+pub(crate) type LinhaFila = (String, i64, i64, i64, i64);
 
 pub(crate) fn fila(linhas: Vec<LinhaFila>) -> Vec<FilaDoTipo> {
     linhas
         .into_iter()
-        .map(|(tipo, total, em_voo, idade_mais_antiga_ms)| FilaDoTipo {
-            tipo,
-            total,
-            em_voo,
-            idade_mais_antiga_ms,
-        })
+        .map(
+            |(tipo, total, em_voo, idade_mais_antiga_ms, atras_de_morta)| FilaDoTipo {
+                tipo,
+                total,
+                em_voo,
+                idade_mais_antiga_ms,
+                atras_de_morta,
+            },
+        )
         .collect()
 }
 

@@ -29,6 +29,13 @@ impl Banco for sqlx::Postgres {}
 #[cfg(feature = "sqlite")]
 impl Banco for sqlx::Sqlite {}
 
+/// Per row of the saída (in a `GROUP BY tipo`): 1 when it belongs to an ordering key with a dead
+/// letter earlier in the key's order, the rows the default policy holds back (same text on
+/// both backends).
+const SQL_ATRAS_DE_MORTA: &str = "CAST(coalesce(sum(CASE WHEN chave_ordem IS NOT NULL AND EXISTS ( \
+         SELECT 1 FROM mensageria_mortas m WHERE m.chave_ordem = mensageria_saida.chave_ordem \
+             AND m.seq_ordem < mensageria_saida.seq_ordem) THEN 1 ELSE 0 END), 0) AS BIGINT)";
+
 /// Attempts per tipo in the saída: the same statement on both backends.
 const SQL_TENTATIVAS: &str = "SELECT tipo, CAST(tentativas AS BIGINT), CAST(count(*) AS BIGINT) \
      FROM mensageria_saida GROUP BY tipo, tentativas ORDER BY tipo, tentativas";

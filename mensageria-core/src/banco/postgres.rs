@@ -555,18 +555,21 @@ impl BancoInterno for Postgres {
     }
 
     async fn fila(pool: &PgPool) -> Result<Vec<FilaDoTipo>, sqlx::Error> {
-        let linhas: Vec<linhas::LinhaFila> = sqlx::query_as(
+        let sql = format!(
             "SELECT tipo, CAST(count(*) AS BIGINT), \
                  CAST(coalesce(sum(CASE WHEN lease_ate IS NOT NULL \
                      AND CAST(extract(epoch FROM lease_ate) * 1000 AS BIGINT) \
                          > CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
                      THEN 1 ELSE 0 END), 0) AS BIGINT), \
                  CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
-                     - min(CAST(extract(epoch FROM criada_em) * 1000 AS BIGINT)) AS BIGINT) \
+                     - min(CAST(extract(epoch FROM criada_em) * 1000 AS BIGINT)) AS BIGINT), \
+                 {} \
              FROM mensageria_saida GROUP BY tipo ORDER BY tipo",
-        )
-        .fetch_all(pool)
-        .await?;
+            super::SQL_ATRAS_DE_MORTA
+        );
+        let linhas: Vec<linhas::LinhaFila> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
         Ok(linhas::fila(linhas))
     }
 

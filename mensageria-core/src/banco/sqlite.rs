@@ -561,8 +561,10 @@ impl BancoInterno for Sqlite {
             "SELECT tipo, CAST(count(*) AS BIGINT), \
                  CAST(coalesce(sum(CASE WHEN lease_ate IS NOT NULL AND lease_ate > {AGORA} \
                      THEN 1 ELSE 0 END), 0) AS BIGINT), \
-                 CAST({AGORA} - min(criada_em) AS BIGINT) \
-             FROM mensageria_saida GROUP BY tipo ORDER BY tipo"
+                 CAST({AGORA} - min(criada_em) AS BIGINT), \
+                 {} \
+             FROM mensageria_saida GROUP BY tipo ORDER BY tipo",
+            super::SQL_ATRAS_DE_MORTA
         );
         let linhas: Vec<linhas::LinhaFila> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(pool)
