@@ -136,6 +136,31 @@ nos_dois_bancos! {
 }
 
 nos_dois_bancos! {
+    async fn desligamento_gracioso_mantem_os_leases_das_entregas_que_espera(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Demorar(Duration::from_millis(2500)));
+        enfileirar_pedidos(&db.pool, 4).await;
+        // A shuts down gracefully while its 2.5 s deliveries run, waiting for them up to 5 s:
+        // three of its 800 ms leases go by during the drain. B, a sibling, polls all along.
+        let config = || config_com_lease(Duration::from_millis(800));
+        let a = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        let em_voo = "SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL";
+        esperar_contagem(&db.pool, em_voo, 4, Duration::from_secs(10)).await;
+        let b = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        a.shutdown(Duration::from_secs(5)).await;
+        esperar_vazia(&db.pool, Duration::from_secs(10)).await;
+        b.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(
+            servidor.recebidas().len(),
+            4,
+            "no delivery A was waiting for during its shutdown was taken over and sent again"
+        );
+        cada_um_uma_vez(&servidor, 4);
+    }
+}
+
+nos_dois_bancos! {
     async fn irmao_toma_as_linhas_de_uma_instancia_morta(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         let servidor = Servidor::iniciar().await;

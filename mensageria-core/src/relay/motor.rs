@@ -243,10 +243,13 @@ impl<DB: Banco> Motor<DB> {
         let leases = Leases::default();
         let mut laco = Laco::new(EmVoo::new(leases.clone()));
         self.iniciar(&mut laco.banco).await;
-        // Lease renewal with the instance's heartbeat, and the listener, for as long as this
-        // loop lives (a JoinSet aborts its tasks when dropped: an aborted relay stops renewing at
-        // once and takes its listener with it).
+        // Lease renewal with the instance's heartbeat, for as long as this loop lives and then
+        // through the shutdown's drain (a delivery the drain waits for keeps its lease, so no
+        // sibling sends it again meanwhile): it has a token of its own, and `encerrar` stops it
+        // once the drain is over. A JoinSet aborts its tasks when dropped: an aborted relay
+        // stops renewing at once.
         let mut vigia = JoinSet::new();
+        let parar_vigia = CancellationToken::new();
         let instancia = self.instancia.clone();
         let config = self.config.clone();
         vigia.spawn(vigiar::<DB>(
@@ -254,7 +257,7 @@ impl<DB: Banco> Motor<DB> {
             config,
             instancia,
             leases,
-            cancelar.clone(),
+            parar_vigia.clone(),
         ));
         let mut escuta = JoinSet::new();
         if self.config.notificacoes {
@@ -263,7 +266,7 @@ impl<DB: Banco> Motor<DB> {
         while !cancelar.is_cancelled() {
             self.volta(&mut laco, &cancelar).await;
         }
-        self.encerrar(laco.em_voo, vigia).await
+        self.encerrar(laco.em_voo, (vigia, parar_vigia)).await
     }
 
     /// One turn of the loop: heartbeat, claim what fits, then wait unless the claim asks to
@@ -446,7 +449,11 @@ impl<DB: Banco> Motor<DB> {
     /// Shutdown phase: no more claims; in-flight deliveries finish up to the deadline, what was
     /// claimed but not settled goes back (due now, its attempt not counted), and the instance is
     /// recorded as stopped. Returns how long it took.
-    async fn encerrar(&self, em_voo: EmVoo, mut vigia: JoinSet<()>) -> Duration {
+    async fn encerrar(
+        &self,
+        em_voo: EmVoo,
+        (mut vigia, parar_vigia): (JoinSet<()>, CancellationToken),
+    ) -> Duration {
         let inicio = Instant::now();
         let prazo = Duration::from_millis(self.prazo_ms.load(Ordering::Relaxed));
         let mut devolvidas = 0;
@@ -455,7 +462,17 @@ impl<DB: Banco> Motor<DB> {
                 devolvidas += 1;
             }
         }
-        vigia.abort_all();
+        // Stop renewing, letting a heartbeat already sent finish first: one landing after the
+        // "stopped" record below would erase it.
+        parar_vigia.cancel();
+        if timeout(PRAZO_DA_VIGIA, async {
+            while vigia.join_next().await.is_some() {}
+        })
+        .await
+        .is_err()
+        {
+            vigia.abort_all();
+        }
         if let Err(erro) = DB::parar_instancia(&self.pool, &self.instancia).await {
             tracing::warn!(
                 error = %erro,
@@ -511,6 +528,10 @@ enum Depois {
 /// relay looks again after 1, 2, 3, 4, 5 ms (most commits land within a few milliseconds of
 /// their enqueue), then doubling to 64 ms, for 250 ms in all.
 const PRIMEIRA_OLHADA: Duration = Duration::from_millis(1);
+
+/// How long a shutdown waits for a heartbeat already under way before it records the instance
+/// as stopped.
+const PRAZO_DA_VIGIA: Duration = Duration::from_secs(5);
 
 fn proxima_olhada(espera: Duration) -> Duration {
     if espera < Duration::from_millis(5) {
