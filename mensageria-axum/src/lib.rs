@@ -117,5 +117,6 @@ pub mod __private {
     pub use crate::rotas::{RotasDoReceptor, montar};
     pub use crate::versao::versao;
     pub use inventory;
+    pub use mensageria_core::Evento;
     pub use mensageria_core::sqlx;
 }

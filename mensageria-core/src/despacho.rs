@@ -16,15 +16,15 @@ pub(crate) type EnvioEmCurso<'a> =
 ///
 /// A payload that no longer decodes (the type changed incompatibly since it was enqueued) is a
 /// permanent failure: retrying cannot fix it, the dead letter keeps it for a human.
-pub(crate) fn despachar<'a, T: Enviador>(
+pub(crate) fn despachar<'a, T: Enviador<Por>, Por>(
     payload: &'a str,
     ctx: &'a ContextoEnvio,
 ) -> EnvioEmCurso<'a> {
     match serde_json::from_str::<T>(payload) {
-        Ok(evento) => Box::pin(evento.enviar(ctx)),
+        Ok(evento) => Box::pin(<T as Enviador<Por>>::enviar(evento, ctx)),
         Err(erro) => Box::pin(std::future::ready(Err(FalhaEnvio::permanente(format!(
             "stored payload of tipo `{}` does not decode as `{}`: {erro}",
-            T::TIPO,
+            <T as Enviador<Por>>::TIPO,
             std::any::type_name::<T>()
         ))))),
     }
@@ -32,7 +32,7 @@ pub(crate) fn despachar<'a, T: Enviador>(
 
 /// The registration `#[enviador]` submits to `inventory` (a `const fn`: `inventory::submit!`
 /// needs a constant).
-pub const fn registrar<T: Enviador>(
+pub const fn registrar<T: Enviador<Por>, Por>(
     tipo: &'static str,
     tipo_rust: &'static str,
     modulo: &'static str,
@@ -43,6 +43,40 @@ pub const fn registrar<T: Enviador>(
         tipo_rust,
         modulo,
         funcao,
-        despachar: despachar::<T>,
+        despachar: despachar::<T, Por>,
     }
+}
+
+/// Whether the explicit tipo of an `#[enviador(tipo = "...")]` agrees with the one its payload
+/// declares with `#[evento]`, at compile time: `Sonda::<T>::TIPO_EVENTO` is `Some` exactly when
+/// `T: Evento` (the inherent constant wins over [`SemEvento`]'s when its bound holds).
+pub struct Sonda<T>(std::marker::PhantomData<T>);
+
+/// The fallback of [`Sonda`]: a payload that is not an `Evento` declares no tipo.
+pub trait SemEvento {
+    /// No tipo declared.
+    const TIPO_EVENTO: Option<&'static str> = None;
+}
+
+impl<T> SemEvento for Sonda<T> {}
+
+impl<T: crate::Evento> Sonda<T> {
+    /// The tipo `T` declares.
+    pub const TIPO_EVENTO: Option<&'static str> = Some(T::TIPO);
+}
+
+/// `a == b`, in a constant.
+pub const fn mesmo_tipo(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
