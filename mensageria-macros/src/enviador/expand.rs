@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use super::args::Args;
 
 /// The user's function, unchanged, then:
-/// - a hidden marker type named after the payload, in the function's module: a second enviador
+/// - a hidden, `pub` marker type named after the payload, in the function's module: a second enviador
 ///   for the same payload in one module is a "defined multiple times" error at its payload type;
 /// - `impl Enviador<Marker> for Payload` (so `enfileirar` accepts it, inferring the marker). The
 ///   marker is this crate's own type, which lets the payload be another crate's (a contracts
@@ -84,9 +84,11 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
     quote! {
         #funcao
 
+        // `pub`: an app that enqueues from another crate than its enviadores' infers this type,
+        // and an inferred type must be nameable there.
         #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code)]
-        struct #por;
+        #[allow(non_camel_case_types, dead_code, unreachable_pub)]
+        pub struct #por;
 
         #marcador
 
