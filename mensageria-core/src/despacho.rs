@@ -31,15 +31,14 @@ pub(crate) fn despachar<'a, T: Enviador<Por>, Por>(
 }
 
 /// The registration `#[enviador]` submits to `inventory` (a `const fn`: `inventory::submit!`
-/// needs a constant).
+/// needs a constant). The tipo is the impl's, so the generated code names it once.
 pub const fn registrar<T: Enviador<Por>, Por>(
-    tipo: &'static str,
     tipo_rust: &'static str,
     modulo: &'static str,
     funcao: &'static str,
 ) -> EnviadorRegistrado {
     EnviadorRegistrado {
-        tipo,
+        tipo: <T as Enviador<Por>>::TIPO,
         tipo_rust,
         modulo,
         funcao,

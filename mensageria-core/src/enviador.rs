@@ -73,6 +73,8 @@ pub trait Evento: Serialize + DeserializeOwned + Send + Sync + 'static {
             `async fn(evento: {Self}, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>` in this app \
             (for a contracts crate's `#[evento]`, plain `#[mensageria_core::enviador]`: the tipo \
             comes from the type)",
+    note = "if this app's enviadores live in a library crate, name it in the binary \
+            (`use that_crate as _;`): a crate nothing names is not loaded, nor are its enviadores",
     note = "who enqueues a tipo must be able to send it: otherwise the row would wait forever for \
             a relay that never claims it"
 )]

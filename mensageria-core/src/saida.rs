@@ -95,7 +95,8 @@ pub const LIMITE_PAYLOAD_PADRAO: usize = 1024 * 1024;
 /// Enqueues `payload` through `conexao` (usually `&mut *tx`, the caller's transaction, whether
 /// `tx` is a `Transaction` or a `&mut Transaction`: see [`Conexao`]) with the default
 /// [`Saida`]; returns the message id. Compiles only for payload types that have an
-/// `#[enviador]`.
+/// `#[enviador]` in this app; `Por` names that enviador (see [`Enviador`]) and is always
+/// inferred, never written.
 pub async fn enfileirar<C, T, Por>(conexao: C, payload: &T) -> Result<Uuid, Erro>
 where
     C: Conexao,

@@ -113,7 +113,6 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
 
             ::mensageria_core::__private::inventory::submit! {
                 ::mensageria_core::__private::registrar_enviador::<#payload, #por>(
-                    <#payload as #enviador>::TIPO,
                     #payload_str,
                     ::core::module_path!(),
                     #nome_str,
