@@ -37,6 +37,16 @@ async fn receber_criado(
     Ok(())
 }
 
+// A written receptor tipo wins: the same type received under a second tipo.
+#[receptor(tipo = "pedido.criado-copia", chave_natural = (evento.pedido))]
+async fn receber_copia(
+    _tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    evento: PedidoCriado,
+) -> Result<(), Rejeicao> {
+    let _ = evento;
+    Ok(())
+}
+
 async fn gravar(pool: &sqlx::SqlitePool) -> Result<(), mensageria_core::Erro> {
     let mut tx = pool.begin().await?;
     let criado = PedidoCriado { pedido: 1, cliente: "ana".into() };
@@ -55,5 +65,8 @@ fn main() {
         mensageria_core::Registro::global().tipos(),
         ["estoque.reservado", "pedido.cancelado", "pedido.criado"]
     );
-    let _ = (gravar, ReceptorReceberCriado);
+    use mensageria_axum::Receptor;
+    assert_eq!(<ReceptorReceberCriado as Receptor>::TIPO, "pedido.criado");
+    assert_eq!(<ReceptorReceberCopia as Receptor>::TIPO, "pedido.criado-copia");
+    let _ = gravar;
 }
