@@ -79,3 +79,34 @@ pub const fn mesmo_tipo(a: &str, b: &str) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod testes {
+    use super::{SemEvento, Sonda, mesmo_tipo};
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct ComTipo;
+
+    impl crate::Evento for ComTipo {
+        const TIPO: &'static str = "pedido.criado";
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct SemTipo;
+
+    #[test]
+    fn a_sonda_ve_o_tipo_so_de_um_evento() {
+        #[allow(unused_imports)]
+        use SemEvento as _;
+        assert_eq!(Sonda::<ComTipo>::TIPO_EVENTO, Some("pedido.criado"));
+        assert_eq!(Sonda::<SemTipo>::TIPO_EVENTO, None);
+    }
+
+    #[test]
+    fn mesmo_tipo_compara_byte_a_byte() {
+        assert!(mesmo_tipo("pedido.criado", "pedido.criado"));
+        assert!(!mesmo_tipo("pedido.criado", "pedido.criada"));
+        assert!(!mesmo_tipo("pedido", "pedido.criado"));
+        assert!(!mesmo_tipo("", "a"));
+    }
+}
