@@ -7,11 +7,11 @@ use mensageria_core::{Enviador, Erro, Registro};
 fn validar_nomeia_os_dois_tipos_rust_e_modulos() {
     // Reference both crates so both are linked, as a real binary that uses them would.
     assert_eq!(
-        <enviadores_fiscais::NotaAutorizada as Enviador>::TIPO,
+        <enviadores_fiscais::NotaAutorizada as Enviador<_>>::TIPO,
         "fiscal.nota"
     );
     assert_eq!(
-        <enviadores_repetidos::NotaDeOutroTime as Enviador>::TIPO,
+        <enviadores_repetidos::NotaDeOutroTime as Enviador<_>>::TIPO,
         "fiscal.nota"
     );
 

@@ -98,6 +98,11 @@ pub use estado::Estado;
 /// `chave_natural` is a field, a call, or a tuple of them; `versao` is a [`Versao`] (an integer that grows with each change). The
 /// function stays callable; the attribute adds a unit struct `Receptor<Name>` implementing
 /// [`Receptor`] (for [`rota`]) and registers it for [`router`].
+///
+/// When the payload is a contracts crate's `#[evento]` ([`mensageria_core::Evento`]), `tipo` may
+/// be left out: the receptor takes the tipo the type declares. A written `tipo` wins, so a type
+/// can also be received under a second tipo. A payload that is no `Evento` needs the `tipo`
+/// (without it: "`Payload` is not an `#[evento]`, so it has no tipo of its own").
 pub use mensageria_macros::receptor;
 pub use openapi::EsquemaEvento;
 pub use receptor::Receptor;
@@ -117,5 +122,6 @@ pub mod __private {
     pub use crate::rotas::{RotasDoReceptor, montar};
     pub use crate::versao::versao;
     pub use inventory;
+    pub use mensageria_core::Evento;
     pub use mensageria_core::sqlx;
 }

@@ -16,33 +16,97 @@ pub(crate) type EnvioEmCurso<'a> =
 ///
 /// A payload that no longer decodes (the type changed incompatibly since it was enqueued) is a
 /// permanent failure: retrying cannot fix it, the dead letter keeps it for a human.
-pub(crate) fn despachar<'a, T: Enviador>(
+pub(crate) fn despachar<'a, T: Enviador<Por>, Por>(
     payload: &'a str,
     ctx: &'a ContextoEnvio,
 ) -> EnvioEmCurso<'a> {
     match serde_json::from_str::<T>(payload) {
-        Ok(evento) => Box::pin(evento.enviar(ctx)),
+        Ok(evento) => Box::pin(<T as Enviador<Por>>::enviar(evento, ctx)),
         Err(erro) => Box::pin(std::future::ready(Err(FalhaEnvio::permanente(format!(
             "stored payload of tipo `{}` does not decode as `{}`: {erro}",
-            T::TIPO,
+            <T as Enviador<Por>>::TIPO,
             std::any::type_name::<T>()
         ))))),
     }
 }
 
 /// The registration `#[enviador]` submits to `inventory` (a `const fn`: `inventory::submit!`
-/// needs a constant).
-pub const fn registrar<T: Enviador>(
-    tipo: &'static str,
+/// needs a constant). The tipo is the impl's, so the generated code names it once.
+pub const fn registrar<T: Enviador<Por>, Por>(
     tipo_rust: &'static str,
     modulo: &'static str,
     funcao: &'static str,
 ) -> EnviadorRegistrado {
     EnviadorRegistrado {
-        tipo,
+        tipo: <T as Enviador<Por>>::TIPO,
         tipo_rust,
         modulo,
         funcao,
-        despachar: despachar::<T>,
+        despachar: despachar::<T, Por>,
+    }
+}
+
+/// Whether the explicit tipo of an `#[enviador(tipo = "...")]` agrees with the one its payload
+/// declares with `#[evento]`, at compile time: `Sonda::<T>::TIPO_EVENTO` is `Some` exactly when
+/// `T: Evento` (the inherent constant wins over [`SemEvento`]'s when its bound holds).
+pub struct Sonda<T>(std::marker::PhantomData<T>);
+
+/// The fallback of [`Sonda`]: a payload that is not an `Evento` declares no tipo.
+pub trait SemEvento {
+    /// No tipo declared.
+    const TIPO_EVENTO: Option<&'static str> = None;
+}
+
+impl<T> SemEvento for Sonda<T> {}
+
+impl<T: crate::Evento> Sonda<T> {
+    /// The tipo `T` declares.
+    pub const TIPO_EVENTO: Option<&'static str> = Some(T::TIPO);
+}
+
+/// `a == b`, in a constant.
+pub const fn mesmo_tipo(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod testes {
+    use super::{SemEvento, Sonda, mesmo_tipo};
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct ComTipo;
+
+    impl crate::Evento for ComTipo {
+        const TIPO: &'static str = "pedido.criado";
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct SemTipo;
+
+    #[test]
+    fn a_sonda_ve_o_tipo_so_de_um_evento() {
+        #[allow(unused_imports)]
+        use SemEvento as _;
+        assert_eq!(Sonda::<ComTipo>::TIPO_EVENTO, Some("pedido.criado"));
+        assert_eq!(Sonda::<SemTipo>::TIPO_EVENTO, None);
+    }
+
+    #[test]
+    fn mesmo_tipo_compara_byte_a_byte() {
+        assert!(mesmo_tipo("pedido.criado", "pedido.criado"));
+        assert!(!mesmo_tipo("pedido.criado", "pedido.criada"));
+        assert!(!mesmo_tipo("pedido", "pedido.criado"));
+        assert!(!mesmo_tipo("", "a"));
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Users never implement [`Enviador`] by hand: `#[enviador(tipo = "...")]` on an async function
 //! implements it for the function's payload type and registers the function in the
-//! [`Registro`](crate::Registro).
+//! [`Registro`](crate::Registro). An [`Evento`] (`#[evento(tipo = "...")]`) is a type whose tipo
+//! is declared next to it, so it can live in a contracts crate shared by sender and receiver.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -16,22 +17,68 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
+/// An event type with its tipo declared next to it: what a contracts crate shares.
+///
+/// Implemented by `#[evento(tipo = "...")]` on a struct or an enum, never by hand. A type of a
+/// contracts crate (used by the sending app and by the receiving app alike) declares its tipo
+/// once; declaring it registers nothing, so linking the contracts crate never makes an app's
+/// relay claim the tipo. Only an app that puts `#[enviador]` on a function taking the type can
+/// enqueue and send it; `#[enviador]` and `#[receptor]` then need no `tipo = "..."` (they take
+/// [`Evento::TIPO`]).
+///
+/// ```
+/// use mensageria_core::{Evento, evento};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[evento(tipo = "pedido.criado")]
+/// #[derive(Serialize, Deserialize)]
+/// pub struct PedidoCriado {
+///     pub pedido: i64,
+/// }
+///
+/// assert_eq!(PedidoCriado::TIPO, "pedido.criado");
+/// // Declaring an event registers no enviador: no relay claims it because of this crate.
+/// assert!(mensageria_core::Registro::global().tipos().is_empty());
+/// ```
+#[doc(alias = "event")]
+#[doc(alias = "contract")]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an `#[evento]`, so it has no tipo of its own",
+    label = "`{Self}` declares no tipo",
+    note = "give the attribute the tipo (`tipo = \"...\"`), or declare it once next to the type \
+            with `#[mensageria_core::evento(tipo = \"...\")]`"
+)]
+pub trait Evento: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The tipo this event travels as.
+    const TIPO: &'static str;
+}
+
 /// A payload type that this app knows how to send.
 ///
-/// Implemented by `#[enviador(tipo = "...")]`, never by hand: the attribute also registers the
-/// function with the relay. [`enfileirar`](crate::enfileirar) requires it, so enqueueing a payload
-/// nobody can send does not compile.
+/// Implemented by `#[enviador]`, never by hand: the attribute also registers the function with
+/// the relay. [`enfileirar`](crate::enfileirar) requires it, so enqueueing a payload nobody in
+/// this app can send does not compile.
+///
+/// `Por` ("by") names the enviador: `#[enviador]` implements `Enviador<M>` with `M` a hidden
+/// type it generates next to the function. A type parameter of the app's own is what lets an app
+/// implement this trait for a type of another crate (a contracts crate's [`Evento`]) under Rust's
+/// orphan rule. Nobody writes `Por`: [`enfileirar`](crate::enfileirar) and friends infer it from
+/// the one enviador the app has for the payload. Two enviadores for one payload in one app leave
+/// it ambiguous ("type annotations needed" where it is enqueued); keep one.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no enviador: this app cannot send it, so it cannot be enqueued",
-    label = "no `#[enviador]` function takes `{Self}` as its payload",
+    label = "no `#[enviador]` function of this app takes `{Self}` as its payload",
     note = "add `#[mensageria_core::enviador(tipo = \"...\")]` to an \
-            `async fn(evento: {Self}, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>` in the crate \
-            that defines `{Self}`",
+            `async fn(evento: {Self}, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>` in this app \
+            (for a contracts crate's `#[evento]`, plain `#[mensageria_core::enviador]`: the tipo \
+            comes from the type)",
+    note = "if this app's enviadores live in a library crate, name it in the binary \
+            (`use that_crate as _;`): a crate nothing names is not loaded, nor are its enviadores",
     note = "who enqueues a tipo must be able to send it: otherwise the row would wait forever for \
             a relay that never claims it"
 )]
 #[doc(alias("Sender", "producer"))]
-pub trait Enviador: Serialize + DeserializeOwned + Send + Sync + 'static {
+pub trait Enviador<Por>: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The tipo this payload travels as.
     const TIPO: &'static str;
 

@@ -7,8 +7,11 @@
 //! # Linking caveat
 //!
 //! The linker drops a crate that nothing in the binary references, and its registrations go with
-//! it. The typed path cannot hit this: `enfileirar(&mut *tx, &evento)` names the payload type, and
-//! naming it links the crate that holds its `#[enviador]`. A binary that only enqueues through
+//! it. The typed path cannot hit this silently: `enfileirar(&mut *tx, &evento)` names the payload
+//! type, and naming it links the crate that holds its `#[enviador]` when the type is that crate's
+//! own; for a contracts crate's [`Evento`](crate::Evento), a crate of enviadores that nothing
+//! names is not loaded, so `enfileirar` does not compile (no `Enviador` impl) until the binary
+//! names it (`use remetente as _;`). A binary that only enqueues through
 //! [`enfileirar_json`](crate::enfileirar_json), or only runs a relay, must still reference each
 //! crate of enviadores (for example `use enviadores_fiscais as _;` in `main.rs`), and should check
 //! at start that [`Registro::tipos`] is what it expects.

@@ -95,12 +95,13 @@ pub const LIMITE_PAYLOAD_PADRAO: usize = 1024 * 1024;
 /// Enqueues `payload` through `conexao` (usually `&mut *tx`, the caller's transaction, whether
 /// `tx` is a `Transaction` or a `&mut Transaction`: see [`Conexao`]) with the default
 /// [`Saida`]; returns the message id. Compiles only for payload types that have an
-/// `#[enviador]`.
+/// `#[enviador]` in this app; `Por` names that enviador (see [`Enviador`]) and is always
+/// inferred, never written.
 #[doc(alias("enqueue", "publish", "send", "outbox"))]
-pub async fn enfileirar<C, T>(conexao: C, payload: &T) -> Result<Uuid, Erro>
+pub async fn enfileirar<C, T, Por>(conexao: C, payload: &T) -> Result<Uuid, Erro>
 where
     C: Conexao,
-    T: Enviador,
+    T: Enviador<Por>,
 {
     Saida::new().enfileirar(conexao, payload).await
 }
@@ -134,14 +135,14 @@ where
 /// # Ok(()) }
 /// ```
 #[doc(alias("ordered", "partition key", "enqueue_ordered"))]
-pub async fn enfileirar_ordenado<C, T>(
+pub async fn enfileirar_ordenado<C, T, Por>(
     conexao: C,
     payload: &T,
     chave_ordem: &str,
 ) -> Result<Uuid, Erro>
 where
     C: Conexao,
-    T: Enviador,
+    T: Enviador<Por>,
 {
     Saida::new()
         .enfileirar_ordenado(conexao, payload, chave_ordem)
@@ -200,19 +201,24 @@ impl Saida {
     }
 
     /// Enqueues `payload` through `conexao`; see [`enfileirar`].
-    pub async fn enfileirar<C, T>(&self, conexao: C, payload: &T) -> Result<Uuid, Erro>
+    pub async fn enfileirar<C, T, Por>(&self, conexao: C, payload: &T) -> Result<Uuid, Erro>
     where
         C: Conexao,
-        T: Enviador,
+        T: Enviador<Por>,
     {
-        let chave = payload.chave_ordem();
-        self.gravar(conexao, T::TIPO, payload, chave.as_deref())
-            .await
+        let chave = <T as Enviador<Por>>::chave_ordem(payload);
+        self.gravar(
+            conexao,
+            <T as Enviador<Por>>::TIPO,
+            payload,
+            chave.as_deref(),
+        )
+        .await
     }
 
     /// Enqueues `payload` through `conexao`, ordered by `chave_ordem`; see
     /// [`enfileirar_ordenado`].
-    pub async fn enfileirar_ordenado<C, T>(
+    pub async fn enfileirar_ordenado<C, T, Por>(
         &self,
         conexao: C,
         payload: &T,
@@ -220,10 +226,15 @@ impl Saida {
     ) -> Result<Uuid, Erro>
     where
         C: Conexao,
-        T: Enviador,
+        T: Enviador<Por>,
     {
-        self.gravar(conexao, T::TIPO, payload, Some(chave_ordem))
-            .await
+        self.gravar(
+            conexao,
+            <T as Enviador<Por>>::TIPO,
+            payload,
+            Some(chave_ordem),
+        )
+        .await
     }
 
     /// Enqueues a JSON payload of a tipo known only at run time; see [`enfileirar_json`].

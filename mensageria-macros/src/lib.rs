@@ -1,4 +1,4 @@
-//! The attributes of mensageria. Use them through `mensageria_core::enviador` and
+//! The attributes of mensageria. Use them through `mensageria_core::{enviador, evento}` and
 //! `mensageria_axum::receptor`; their documentation lives there.
 //!
 //! Entry points only: each attribute parses its arguments (`args`), builds and checks a typed
@@ -12,10 +12,18 @@ use proc_macro::TokenStream;
 mod assinatura;
 mod enviador;
 mod erros;
+mod evento;
 mod receptor;
 mod tipo;
 
-/// Registers an async function as the sender of one tipo: `#[enviador(tipo = "...")]`.
+/// Declares an event type's tipo next to it, for contracts crates: `#[evento(tipo = "...")]`.
+#[proc_macro_attribute]
+pub fn evento(args: TokenStream, item: TokenStream) -> TokenStream {
+    evento::expand(args.into(), item.into()).into()
+}
+
+/// Registers an async function as the sender of one tipo: `#[enviador(tipo = "...")]`, or
+/// `#[enviador]` on an `#[evento]` payload.
 #[proc_macro_attribute]
 #[doc(alias("sender", "producer", "publisher", "outbox"))]
 pub fn enviador(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -23,7 +31,7 @@ pub fn enviador(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// Makes an async function the idempotent receptor of one tipo:
-/// `#[receptor(tipo = "...", chave_natural = <expr>)]`.
+/// `#[receptor(tipo = "...", chave_natural = <expr>)]` (`tipo` optional on an `#[evento]`).
 #[proc_macro_attribute]
 #[doc(alias(
     "receiver",

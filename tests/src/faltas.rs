@@ -480,7 +480,7 @@ pub async fn verificar(
 }
 
 /// The sender's transaction: the ledger row and the enqueue of `evento`, committed together.
-pub async fn produzir_com<T: mensageria_core::Enviador>(
+pub async fn produzir_com<T: mensageria_core::Enviador<Por>, Por>(
     pool: &PgPool,
     n: i64,
     veneno: bool,

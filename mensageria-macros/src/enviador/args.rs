@@ -1,14 +1,20 @@
 //! The arguments of `#[enviador(...)]`.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use syn::LitStr;
 use syn::parse::Parser;
 
-/// `tipo = "..."`, checked; optionally `ordem = <expr>`, the ordering key of each payload.
+/// `tipo = "..."`, checked (absent when the payload is an `Evento`: its tipo is the one the type
+/// declares); optionally `ordem = <expr>`, the ordering key of each payload.
 pub(crate) struct Args {
-    pub(crate) tipo: String,
-    pub(crate) tipo_lit: LitStr,
+    pub(crate) tipo: Option<Tipo>,
     pub(crate) ordem: Option<syn::Expr>,
+}
+
+/// A tipo written in the attribute, valid.
+pub(crate) struct Tipo {
+    pub(crate) valor: String,
+    pub(crate) lit: LitStr,
 }
 
 impl Args {
@@ -39,25 +45,21 @@ impl Args {
                 Ok(())
             } else {
                 Err(meta.error(
-                    "unknown argument; #[enviador] takes `tipo = \"...\"` and optionally \
-                     `ordem = <key>`, e.g. \
+                    "unknown argument; #[enviador] takes `tipo = \"...\"` (optional when the \
+                     payload is an #[evento]) and optionally `ordem = <key>`, e.g. \
                      `#[enviador(tipo = \"mdfe.encerramento\", ordem = evento.chave_mdfe)]`",
                 ))
             }
         });
         parser.parse2(tokens)?;
-        let tipo_lit = tipo_lit.ok_or_else(|| {
-            syn::Error::new(
-                Span::call_site(),
-                "missing `tipo`; write `#[enviador(tipo = \"mdfe.encerramento\")]` with the tipo this function sends",
-            )
-        })?;
-        let tipo = crate::tipo::validar(&tipo_lit)?;
-        Ok(Self {
-            tipo,
-            tipo_lit,
-            ordem,
-        })
+        let tipo = match tipo_lit {
+            Some(lit) => Some(Tipo {
+                valor: crate::tipo::validar(&lit)?,
+                lit,
+            }),
+            None => None,
+        };
+        Ok(Self { tipo, ordem })
     }
 }
 
@@ -69,16 +71,18 @@ mod testes {
     #[test]
     fn le_o_tipo() {
         let args = Args::parse(quote!(tipo = "mdfe.encerramento")).unwrap();
-        assert_eq!(args.tipo, "mdfe.encerramento");
+        assert_eq!(args.tipo.unwrap().valor, "mdfe.encerramento");
         assert!(args.ordem.is_none());
         let args = Args::parse(quote!(tipo = "pedido.passo", ordem = evento.pedido)).unwrap();
         assert!(args.ordem.is_some());
+        // The tipo of an #[evento] payload comes from the type.
+        let args = Args::parse(quote!()).unwrap();
+        assert!(args.tipo.is_none());
     }
 
     #[test]
     fn erros_dizem_o_que_escrever() {
         for (tokens, trecho) in [
-            (quote!(), "missing `tipo`"),
             (quote!(tipo = 3), "string literal"),
             (quote!(tipo = "a", tipo = "b"), "given twice"),
             (quote!(tipo = "a", destino = "b"), "unknown argument"),

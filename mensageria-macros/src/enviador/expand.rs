@@ -8,16 +8,21 @@ use syn::spanned::Spanned;
 use super::args::Args;
 
 /// The user's function, unchanged, then:
-/// - `impl Enviador for Payload` (so `enfileirar` accepts it; a second enviador for the same
-///   payload is a conflicting impl, reported at its payload type);
+/// - a hidden, `pub` marker type named after the payload, in the function's module: a second enviador
+///   for the same payload in one module is a "defined multiple times" error at its payload type;
+/// - `impl Enviador<Marker> for Payload` (so `enfileirar` accepts it, inferring the marker). The
+///   marker is this crate's own type, which lets the payload be another crate's (a contracts
+///   crate's `Evento`) under the orphan rule;
+/// - the tipo: the one written, checked by a constant against the payload's `Evento::TIPO` when
+///   it has one; or, when none is written, `Evento::TIPO` (a payload that is no `Evento` is then
+///   an E0277 at the payload type saying to write the tipo);
 /// - the `inventory` registration the relay routes by;
-/// - a crate-wide marker named after the tipo, so the same tipo twice in one crate is a
-///   "defined multiple times" error at the second tipo string.
+/// - for a written tipo, a crate-wide marker named after it, so the same tipo twice in one crate
+///   is a "defined multiple times" error at the second tipo string.
 pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenStream {
     let nome = &funcao.sig.ident;
     let nome_str = nome.to_string();
     let payload_str = quote!(#payload).to_string().replace(' ', "");
-    let tipo = &args.tipo;
 
     // The call spanned on the user's signature: a non-Send future or a wrong context type is
     // reported at the function, not inside generated code.
@@ -26,23 +31,70 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
     };
     let impl_token = quote_spanned!(payload.span()=> impl);
     let ordem = chave_ordem(args, funcao);
-
-    let marcador = format_ident!(
-        "__mensageria_tipo_{}_ja_tem_enviador_neste_crate",
-        crate::tipo::identificador(tipo),
-        span = args.tipo_lit.span()
+    let por = format_ident!(
+        "__mensageria_payload_{}_ja_tem_enviador_neste_modulo",
+        identificador_do_payload(&payload_str),
+        span = payload.span()
     );
+    let enviador = quote!(::mensageria_core::__private::Enviador<#por>);
+
+    let (tipo, marcador, concordancia) = match &args.tipo {
+        Some(escrito) => {
+            let valor = &escrito.valor;
+            let marcador = format_ident!(
+                "__mensageria_tipo_{}_ja_tem_enviador_neste_crate",
+                crate::tipo::identificador(valor),
+                span = escrito.lit.span()
+            );
+            let mensagem = format!(
+                "#[enviador(tipo = \"{valor}\")] disagrees with the tipo `{payload_str}` declares \
+                 with #[evento]: remove `tipo = \"{valor}\"` so this enviador sends the tipo the \
+                 event type declares (the one its receptores listen to)"
+            );
+            let panico = quote_spanned!(escrito.lit.span()=> ::core::panic!(#mensagem));
+            (
+                quote!(#valor),
+                Some(quote! {
+                    #[doc(hidden)]
+                    #[macro_export]
+                    macro_rules! #marcador { () => {}; }
+                }),
+                Some(quote! {
+                    const _: () = {
+                        #[allow(unused_imports)]
+                        use ::mensageria_core::__private::SemEvento as _;
+                        if let ::core::option::Option::Some(declarado) =
+                            ::mensageria_core::__private::Sonda::<#payload>::TIPO_EVENTO
+                        {
+                            if !::mensageria_core::__private::mesmo_tipo(declarado, #valor) {
+                                #panico
+                            }
+                        }
+                    };
+                }),
+            )
+        }
+        None => (
+            quote_spanned!(payload.span()=> <#payload as ::mensageria_core::__private::Evento>::TIPO),
+            None,
+            None,
+        ),
+    };
 
     quote! {
         #funcao
 
+        // `pub`: an app that enqueues from another crate than its enviadores' infers this type,
+        // and an inferred type must be nameable there.
         #[doc(hidden)]
-        #[macro_export]
-        macro_rules! #marcador { () => {}; }
+        #[allow(non_camel_case_types, dead_code, unreachable_pub)]
+        pub struct #por;
+
+        #marcador
 
         #[doc(hidden)]
         const _: () = {
-            #impl_token ::mensageria_core::__private::Enviador for #payload {
+            #impl_token #enviador for #payload {
                 const TIPO: &'static str = #tipo;
 
                 fn enviar<'__a>(
@@ -57,9 +109,10 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
                 #ordem
             }
 
+            #concordancia
+
             ::mensageria_core::__private::inventory::submit! {
-                ::mensageria_core::__private::registrar_enviador::<#payload>(
-                    #tipo,
+                ::mensageria_core::__private::registrar_enviador::<#payload, #por>(
                     #payload_str,
                     ::core::module_path!(),
                     #nome_str,
@@ -67,6 +120,23 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
             }
         };
     }
+}
+
+/// An identifier fragment for a payload type as written, distinct for distinct spellings: `_`
+/// always starts an escape, so `a::b_c` and `a_b::c` stay apart.
+fn identificador_do_payload(payload: &str) -> String {
+    payload
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() => c.to_string(),
+            '_' => "_u".to_owned(),
+            ':' => "_c".to_owned(),
+            '<' => "_l".to_owned(),
+            '>' => "_g".to_owned(),
+            ',' => "_v".to_owned(),
+            c => format!("_x{:x}_", u32::from(c)),
+        })
+        .collect()
 }
 
 /// `ordem = <expr>`: the impl's `chave_ordem`, with the payload bound to the name (pattern) the
@@ -89,4 +159,40 @@ fn chave_ordem(args: &Args, funcao: &ItemFn) -> Option<TokenStream> {
             ::core::option::Option::Some(#chave)
         }
     })
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    #[test]
+    fn identificador_do_payload_separa_grafias() {
+        let grafias = ["a::b_c", "a_b::c", "Vec<u8>", "Vec_lu8_g", "(A,B)", "AB"];
+        let mut vistos: Vec<String> = grafias
+            .iter()
+            .map(|g| identificador_do_payload(g))
+            .collect();
+        vistos.sort();
+        vistos.dedup();
+        assert_eq!(vistos.len(), grafias.len());
+    }
+
+    #[test]
+    fn sem_tipo_usa_o_do_evento_e_com_tipo_confere() {
+        let funcao: ItemFn = syn::parse_quote! {
+            async fn enviar(e: contratos::Pedido, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> { Ok(()) }
+        };
+        let payload: syn::Type = syn::parse_quote!(contratos::Pedido);
+        let sem = gerar(&Args::parse(quote!()).unwrap(), &payload, &funcao).to_string();
+        assert!(sem.contains("Evento > :: TIPO"), "{sem}");
+        assert!(!sem.contains("macro_rules"), "{sem}");
+        let com = gerar(
+            &Args::parse(quote!(tipo = "pedido.criado")).unwrap(),
+            &payload,
+            &funcao,
+        )
+        .to_string();
+        assert!(com.contains("TIPO_EVENTO"), "{com}");
+        assert!(com.contains("disagrees"), "{com}");
+    }
 }

@@ -6,10 +6,10 @@ use syn::{Expr, LitStr};
 
 const EXEMPLO: &str = "e.g. `#[receptor(tipo = \"mdfe.encerramento\", chave_natural = (evento.cnpj, evento.chave_mdfe))]`";
 
-/// `tipo = "..."`, `chave_natural = <expr>`, optional `versao = <expr>`.
+/// `tipo = "..."` (optional when the payload is an `Evento`: the tipo it declares),
+/// `chave_natural = <expr>`, optional `versao = <expr>`.
 pub(crate) struct Args {
-    pub(crate) tipo: String,
-    pub(crate) tipo_lit: LitStr,
+    pub(crate) tipo: Option<(String, LitStr)>,
     /// The key's parts: the elements of a tuple expression, or the one expression.
     pub(crate) partes: Vec<Expr>,
     pub(crate) versao: Option<Expr>,
@@ -44,19 +44,16 @@ impl Args {
                 versao = Some(meta.value()?.parse()?);
             } else {
                 return Err(meta.error(format!(
-                    "unknown argument; #[receptor] takes `tipo`, `chave_natural` and optionally `versao`, {EXEMPLO}"
+                    "unknown argument; #[receptor] takes `tipo` (optional when the payload is an #[evento]), `chave_natural` and optionally `versao`, {EXEMPLO}"
                 )));
             }
             Ok(())
         });
         parser.parse2(tokens)?;
-        let tipo_lit = tipo_lit.ok_or_else(|| {
-            syn::Error::new(
-                Span::call_site(),
-                format!("missing `tipo`, the tipo this function receives; {EXEMPLO}"),
-            )
-        })?;
-        let tipo = crate::tipo::validar(&tipo_lit)?;
+        let tipo = match tipo_lit {
+            Some(lit) => Some((crate::tipo::validar(&lit)?, lit)),
+            None => None,
+        };
         let chave = chave.ok_or_else(|| {
             syn::Error::new(
                 Span::call_site(),
@@ -80,7 +77,6 @@ impl Args {
         };
         Ok(Self {
             tipo,
-            tipo_lit,
             partes,
             versao,
         })
@@ -101,17 +97,23 @@ mod testes {
         ))
         .unwrap();
         assert_eq!(
-            (a.tipo.as_str(), a.partes.len(), a.versao.is_some()),
+            (
+                a.tipo.unwrap().0.as_str(),
+                a.partes.len(),
+                a.versao.is_some()
+            ),
             ("a.b", 2, true)
         );
         let b = Args::parse(quote!(tipo = "a", chave_natural = e.id)).unwrap();
         assert_eq!(b.partes.len(), 1);
+        // On an #[evento] payload the tipo comes from the type.
+        let c = Args::parse(quote!(chave_natural = e.id)).unwrap();
+        assert!(c.tipo.is_none());
     }
 
     #[test]
     fn erros_dizem_o_que_escrever() {
         for (tokens, trecho) in [
-            (quote!(chave_natural = e.id), "missing `tipo`"),
             (quote!(tipo = "a"), "missing `chave_natural`"),
             (quote!(tipo = "a", chave_natural = ()), "at least one part"),
             (
