@@ -85,6 +85,8 @@ mod receptor;
 mod rejeicao;
 mod rotas;
 mod servidor;
+#[cfg(feature = "teste")]
+pub mod teste;
 mod versao;
 
 pub use chave::{ChaveNatural, ErroChave, ParteChave, TAMANHO_MAXIMO_CHAVE};
@@ -110,6 +112,13 @@ pub use rejeicao::Rejeicao;
 pub use rotas::{purgar, rota, rota_lote, router};
 pub use servidor::{Servir, servir};
 pub use versao::Versao;
+
+/// Re-exported so applications build their routers with the same axum as mensageria (no
+/// version to match by hand): `mensageria_axum::axum::Router`.
+pub use axum;
+/// Re-exported so an application that depends on `mensageria-axum` alone reaches the sending
+/// side, and its `sqlx`, `uuid` and `serde_json`, at the versions mensageria uses.
+pub use mensageria_core;
 
 /// What the code `#[receptor]` generates names, and only that: generated code reaches this
 /// crate through here alone. Not public API: it changes with the macro.

@@ -5,7 +5,7 @@
 //! [`rota`] on the router it already serves (behind its own auth, if it wants).
 //!
 //! ```
-//! use metrics_exporter_prometheus::PrometheusBuilder;
+//! use mensageria_axum::metricas::PrometheusBuilder; // the exporter mensageria is built with
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // The application's choice, once per process: mensageria never does this itself.
@@ -26,7 +26,9 @@ use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
-pub use metrics_exporter_prometheus::PrometheusHandle;
+/// Re-exported so the recorder the application installs is the exporter version this route
+/// renders (no version to match by hand).
+pub use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Where [`rota`] serves the metrics.
 pub const CAMINHO: &str = "/metrics";

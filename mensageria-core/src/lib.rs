@@ -1,4 +1,4 @@
-#![doc = include_str!("../../README.md")]
+#![doc = include_str!("../README.md")]
 //!
 //! # Crate map
 //!
@@ -130,8 +130,13 @@ pub use saida::{
 };
 pub use schema::{VersaoSchema, esperar_schema, migrar, verificar_schema};
 
+/// Re-exported so applications use the same `serde_json` as mensageria (`enfileirar_json`'s
+/// values, raw JSON natural keys).
+pub use serde_json;
 /// Re-exported so applications use the same sqlx as mensageria.
 pub use sqlx;
+/// Re-exported so applications use the same `uuid` as mensageria (message ids are UUIDv7).
+pub use uuid;
 
 /// Support for generated code. Not public API: it changes without notice.
 #[doc(hidden)]

@@ -6,81 +6,63 @@
 
 pub mod faltas;
 
-use std::str::FromStr;
-
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, SqlitePool};
 
-/// The PostgreSQL server the suites use.
-pub fn database_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
+/// The PostgreSQL server the suites use (`DATABASE_URL` or the local server).
+pub use mensageria_core::teste::database_url;
 
-/// A PostgreSQL schema of one test's own, dropped by [`PgIsolado::descartar`].
+/// A PostgreSQL schema of one test's own, dropped by [`PgIsolado::descartar`]: the suites'
+/// face of [`mensageria_core::teste::PgIsolado`] (an **empty** schema, 8 connections, fields
+/// instead of getters, panics instead of errors).
 pub struct PgIsolado {
     /// A pool whose `search_path` is the test's schema.
     pub pool: PgPool,
     /// The schema's name.
     pub schema: String,
+    isolado: mensageria_core::teste::PgIsolado,
 }
 
 impl PgIsolado {
     /// Creates a fresh, empty schema (no mensageria tables yet).
     pub async fn novo() -> Self {
-        let schema = format!("teste_{}", uuid::Uuid::now_v7().simple());
-        let admin = PgPool::connect(&database_url())
+        let isolado = mensageria_core::teste::PgIsolado::vazio(&database_url(), 8)
             .await
-            .expect("PostgreSQL at DATABASE_URL (run scripts/test, which starts it)");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&admin)
-            .await
-            .expect("create the test schema");
-        admin.close().await;
-        let pool = Self::pool_em(&schema, 8).await;
-        Self { pool, schema }
+            .expect("a schema on PostgreSQL at DATABASE_URL (run scripts/test, which starts it)");
+        Self {
+            pool: isolado.pool().clone(),
+            schema: isolado.schema().to_owned(),
+            isolado,
+        }
     }
 
     /// Another pool on the same schema (another app, another replica).
     pub async fn outro_pool(&self, conexoes: u32) -> PgPool {
-        Self::pool_em(&self.schema, conexoes).await
+        self.isolado
+            .outro_pool(conexoes)
+            .await
+            .expect("connect to the test schema")
     }
 
     /// Another pool on the same schema whose connections carry `application_name = nome`, so
     /// a test can find and kill them (`pg_terminate_backend`).
     pub async fn pool_com_nome(&self, conexoes: u32, nome: &str) -> PgPool {
-        let opcoes = Self::opcoes(&self.schema).application_name(nome);
+        let opcoes = self.isolado.opcoes_de_conexao().application_name(nome);
         Self::conectar(opcoes, conexoes).await
     }
 
     /// Another pool on the same schema that reaches PostgreSQL through `endereco` (a fault
     /// proxy on 127.0.0.1).
     pub async fn pool_via(&self, endereco: std::net::SocketAddr, conexoes: u32) -> PgPool {
-        let opcoes = Self::opcoes(&self.schema)
+        let opcoes = self
+            .isolado
+            .opcoes_de_conexao()
             .host(&endereco.ip().to_string())
             .port(endereco.port());
         Self::conectar(opcoes, conexoes).await
     }
 
-    fn opcoes(schema: &str) -> PgConnectOptions {
-        PgConnectOptions::from_str(&database_url())
-            .expect("a valid DATABASE_URL")
-            .options([("search_path", schema)])
-    }
-
-    async fn conectar(opcoes: PgConnectOptions, conexoes: u32) -> PgPool {
-        PgPoolOptions::new()
-            .max_connections(conexoes)
-            .connect_with(opcoes)
-            .await
-            .expect("connect to the test schema")
-    }
-
-    async fn pool_em(schema: &str, conexoes: u32) -> PgPool {
-        let opcoes = PgConnectOptions::from_str(&database_url())
-            .expect("a valid DATABASE_URL")
-            .options([("search_path", schema)]);
-        PgPoolOptions::new()
+    async fn conectar(opcoes: sqlx::postgres::PgConnectOptions, conexoes: u32) -> PgPool {
+        sqlx::postgres::PgPoolOptions::new()
             .max_connections(conexoes)
             .connect_with(opcoes)
             .await
@@ -89,44 +71,37 @@ impl PgIsolado {
 
     /// Drops the schema and everything in it.
     pub async fn descartar(self) {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP SCHEMA {} CASCADE",
-            self.schema
-        )))
-        .execute(&self.pool)
-        .await
-        .expect("drop the test schema");
-        self.pool.close().await;
+        self.isolado.fechar().await.expect("drop the test schema");
     }
 }
 
-/// A SQLite file of one test's own, in a temporary directory removed on drop.
+/// A SQLite file of one test's own, in a temporary directory removed by
+/// [`SqliteIsolado::descartar`] (or on drop): the suites' face of
+/// [`mensageria_core::teste::SqliteIsolado`] (an **empty** file, fields instead of getters).
 pub struct SqliteIsolado {
     /// A pool on the file, opened as `mensageria_core::banco::sqlite::abrir` does.
     pub pool: SqlitePool,
     /// The file's path.
     pub caminho: std::path::PathBuf,
-    _dir: tempfile::TempDir,
+    isolado: mensageria_core::teste::SqliteIsolado,
 }
 
 impl SqliteIsolado {
     /// Creates a fresh, empty database file.
     pub async fn novo() -> Self {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let caminho = dir.path().join("teste.db");
-        let pool = mensageria_core::banco::sqlite::abrir(&caminho)
+        let isolado = mensageria_core::teste::SqliteIsolado::vazio()
             .await
-            .expect("open the SQLite file");
+            .expect("a SQLite file in a temporary directory");
         Self {
-            pool,
-            caminho,
-            _dir: dir,
+            pool: isolado.pool().clone(),
+            caminho: isolado.caminho().to_owned(),
+            isolado,
         }
     }
 
-    /// Nothing to drop beyond the directory; kept so both backends read alike.
+    /// Closes the pool and deletes the file.
     pub async fn descartar(self) {
-        self.pool.close().await;
+        self.isolado.fechar().await.expect("delete the test file");
     }
 }
 

@@ -9,6 +9,10 @@
 //!   an app and its database.
 //! - [`reivindicacao`]: the relay's claim and settlement statements one at a time (fencing and
 //!   plan tests, the claim bench).
+//! - [`PgIsolado`] (with feature `postgres`) and [`SqliteIsolado`] (with `sqlite`): a migrated
+//!   database of one test's own — a fresh PostgreSQL schema or a temporary SQLite file — so
+//!   tests run in parallel against a real server. `mensageria-axum`'s `teste::ServidorDeTeste`
+//!   serves a router on 127.0.0.1:0 and counts its requests.
 //!
 //! An adopter's idempotency test (`mensageria-axum` gives the receptor side):
 //!
@@ -24,8 +28,14 @@
 //! assert_eq!(efeitos(&pool).await, 1); // applied once
 //! ```
 
+mod isolado;
 mod proxy;
 pub mod reivindicacao;
+
+#[cfg(feature = "sqlite")]
+pub use isolado::SqliteIsolado;
+#[cfg(feature = "postgres")]
+pub use isolado::{PgIsolado, database_url};
 
 pub use crate::relay::Ensaio;
 pub use proxy::{Contagem, ModoProxy, ProxyDeFalhas};

@@ -1,0 +1,85 @@
+//! `pedidos`: the schema's owner. `POST /pedidos` inserts an order and enqueues `pedido.criado`
+//! in one transaction; the receptor of `estoque.reservado` records each reservation once.
+
+use mensageria_axum::axum::{self, Json, http::StatusCode, routing::post};
+use mensageria_axum::{Rejeicao, receptor};
+use mensageria_core::relay::{Config, Relay};
+use mensageria_core::sqlx::{self, PgPool, Postgres, Transaction};
+use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
+use serde::{Deserialize, Serialize};
+
+/// Sent to `estoque` when an order is created.
+#[derive(Serialize, Deserialize)]
+struct PedidoCriado {
+    id: i64,
+    item: String,
+}
+
+/// `estoque`'s answer: the order's unit is reserved.
+#[derive(Deserialize)]
+struct EstoqueReservado {
+    pedido: i64,
+}
+
+#[enviador(tipo = "pedido.criado")]
+async fn enviar_pedido(evento: PedidoCriado, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<Destino>()?.postar(&evento, ctx).await
+}
+
+#[receptor(tipo = "estoque.reservado", chave_natural = evento.pedido)]
+async fn reservado(
+    tx: &mut Transaction<'_, Postgres>,
+    evento: EstoqueReservado,
+) -> Result<(), Rejeicao> {
+    // No unique key: the dedup record, in this transaction, keeps it to one row per order.
+    sqlx::query("INSERT INTO reservas (pedido) VALUES ($1)")
+        .bind(evento.pedido)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// `POST /pedidos {"id":1,"item":"caneta"}`: the order and its event commit together.
+async fn criar(
+    axum::extract::State(pool): axum::extract::State<PgPool>,
+    Json(pedido): Json<PedidoCriado>,
+) -> Result<StatusCode, (StatusCode, String)> {
+    let falha = |erro: &dyn std::fmt::Display| (StatusCode::SERVICE_UNAVAILABLE, erro.to_string());
+    let mut tx = pool.begin().await.map_err(|e| falha(&e))?;
+    sqlx::query("INSERT INTO pedidos (id, item) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
+        .bind(pedido.id)
+        .bind(&pedido.item)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| falha(&e))?;
+    enfileirar(&mut *tx, &pedido).await.map_err(|e| falha(&e))?;
+    tx.commit().await.map_err(|e| falha(&e))?;
+    Ok(StatusCode::CREATED)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let pool_do_relay = loja::pool_do_servico().await?;
+    mensageria_core::migrar(&pool_do_relay).await?; // the owner's job
+    sqlx::raw_sql(sqlx::AssertSqlSafe(
+        "CREATE TABLE IF NOT EXISTS pedidos (id BIGINT PRIMARY KEY, item TEXT NOT NULL); \
+         CREATE TABLE IF NOT EXISTS reservas (pedido BIGINT NOT NULL)",
+    ))
+    .execute(&pool_do_relay)
+    .await?;
+
+    let relay = Relay::new(pool_do_relay, Config::do_ambiente("pedidos"))
+        .recurso(loja::destino()?)
+        .spawn()?;
+    let pool_http = loja::pool_do_servico().await?;
+    let app = mensageria_axum::router(
+        pool_http.clone(),
+        mensageria_axum::Config::new([loja::TOKEN]),
+    )?
+    .merge(
+        axum::Router::new()
+            .route("/pedidos", post(criar))
+            .with_state(pool_http),
+    );
+    loja::servir_ate_sigint(app, relay).await
+}
