@@ -10,10 +10,37 @@
 //!   transaction.
 //!
 //! Each service is its own binary: registrations travel with the code that is linked, so each
-//! relay claims only its own tipo. This library holds what the services share (the pool) and
-//! the orchestration of `demo` and of the test: no enviador, no receptor.
+//! relay claims only its own tipo. This library holds what the services share — the event
+//! types ([`contratos`], declared once with `#[evento]`, which registers nothing), the pool —
+//! and the orchestration of `demo` and of the test: no enviador, no receptor.
 //!
 //! `cargo run -p loja --bin demo` runs both against the local PostgreSQL in a schema of its own.
+
+pub mod contratos {
+    //! The events the two services exchange, each with its tipo declared once next to it: the
+    //! sender's `#[enviador]` and the receiver's `#[receptor]` both take it from the type.
+
+    use mensageria_core::evento;
+    use serde::{Deserialize, Serialize};
+
+    /// Sent by `pedidos` when an order is created.
+    #[evento(tipo = "pedido.criado")]
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct PedidoCriado {
+        /// The order id (the receptor's natural key).
+        pub id: i64,
+        /// The item ordered.
+        pub item: String,
+    }
+
+    /// `estoque`'s reply: the order's unit is reserved.
+    #[evento(tipo = "estoque.reservado")]
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct EstoqueReservado {
+        /// The order whose unit was reserved.
+        pub pedido: i64,
+    }
+}
 
 use std::process::Stdio;
 use std::str::FromStr as _;

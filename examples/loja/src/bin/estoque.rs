@@ -8,27 +8,15 @@ use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{self, Postgres, Transaction};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
-use serde::{Deserialize, Serialize};
+use loja::contratos::{EstoqueReservado, PedidoCriado};
 
-/// What `pedidos` sends.
-#[derive(Deserialize)]
-struct PedidoCriado {
-    id: i64,
-    item: String,
-}
-
-/// The reply: the order's unit is reserved.
-#[derive(Serialize, Deserialize)]
-struct EstoqueReservado {
-    pedido: i64,
-}
-
-#[enviador(tipo = "estoque.reservado")]
+// The reply's tipo comes from the type (`#[evento]` in `loja::contratos`).
+#[enviador]
 async fn enviar_reserva(evento: EstoqueReservado, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
     ctx.exigir::<Destino>()?.postar(&evento, ctx).await
 }
 
-#[receptor(tipo = "pedido.criado", chave_natural = evento.id)]
+#[receptor(chave_natural = evento.id)]
 async fn reservar(
     tx: &mut Transaction<'_, Postgres>,
     evento: PedidoCriado,

@@ -6,27 +6,15 @@ use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{self, PgPool, Postgres, Transaction};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
-use serde::{Deserialize, Serialize};
+use loja::contratos::{EstoqueReservado, PedidoCriado};
 
-/// Sent to `estoque` when an order is created.
-#[derive(Serialize, Deserialize)]
-struct PedidoCriado {
-    id: i64,
-    item: String,
-}
-
-/// `estoque`'s answer: the order's unit is reserved.
-#[derive(Deserialize)]
-struct EstoqueReservado {
-    pedido: i64,
-}
-
-#[enviador(tipo = "pedido.criado")]
+// The tipo comes from the type (`#[evento]` in `loja::contratos`): only this app sends it.
+#[enviador]
 async fn enviar_pedido(evento: PedidoCriado, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
     ctx.exigir::<Destino>()?.postar(&evento, ctx).await
 }
 
-#[receptor(tipo = "estoque.reservado", chave_natural = evento.pedido)]
+#[receptor(chave_natural = evento.pedido)]
 async fn reservado(
     tx: &mut Transaction<'_, Postgres>,
     evento: EstoqueReservado,
