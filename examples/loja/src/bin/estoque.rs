@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
+use loja::contratos::{EstoqueReservado, PedidoCriado};
 use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{self, Postgres, Transaction};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
-use loja::contratos::{EstoqueReservado, PedidoCriado};
 
 // The reply's tipo comes from the type (`#[evento]` in `loja::contratos`).
 #[enviador]

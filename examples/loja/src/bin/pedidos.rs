@@ -1,12 +1,12 @@
 //! `pedidos`: the schema's owner. `POST /pedidos` inserts an order and enqueues `pedido.criado`
 //! in one transaction; the receptor of `estoque.reservado` records each reservation once.
 
+use loja::contratos::{EstoqueReservado, PedidoCriado};
 use mensageria_axum::axum::{self, Json, http::StatusCode, routing::post};
 use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{self, PgPool, Postgres, Transaction};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
-use loja::contratos::{EstoqueReservado, PedidoCriado};
 
 // The tipo comes from the type (`#[evento]` in `loja::contratos`): only this app sends it.
 #[enviador]
