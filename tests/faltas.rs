@@ -16,7 +16,7 @@ use mensageria_core::relay::{Config, Relay, RelayHandle};
 use mensageria_core::teste::{ModoProxy, ProxyDeFalhas};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::faltas::{
-    FalhaResposta, Filho, Lado, Linha, OutroHost, TABELAS, produzir_com, verificar,
+    Bancada, FalhaResposta, Filho, Lado, Linha, OutroHost, produzir_com, verificar,
 };
 use mensageria_testes::{PgIsolado, esperar_valor};
 use serde::{Deserialize, Serialize};
@@ -106,20 +106,12 @@ struct Cenario {
 
 impl Cenario {
     async fn novo(nome: &'static str, semente: u64) -> Self {
-        let pg = PgIsolado::novo().await;
-        mensageria_core::migrar(&pg.pool).await.unwrap();
-        sqlx::raw_sql(TABELAS).execute(&pg.pool).await.unwrap();
-        let lado = Lado::new(semente);
-        let app = mensageria_axum::router(
-            pg.outro_pool(8).await,
-            mensageria_axum::Config::new([TOKEN]),
-        )
-        .unwrap();
-        let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let endereco = ouvinte.local_addr().unwrap();
-        let app = lado.envolver(app);
-        tokio::spawn(async move { axum::serve(ouvinte, app).await });
-        let proxy = ProxyDeFalhas::iniciar(endereco, semente).await.unwrap();
+        let Bancada {
+            pg,
+            lado,
+            proxy,
+            endereco,
+        } = Bancada::montar(semente, TOKEN, "").await;
         Self {
             nome,
             semente,

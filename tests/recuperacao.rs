@@ -117,16 +117,33 @@ fn cada_um_uma_vez(servidor: &Servidor, esperados: usize) {
     assert!(aceitas.values().all(|&n| n == 1), "{aceitas:?}");
 }
 
+/// A migrated store with 4 messages whose deliveries take 2.5 s each at the returned server, and
+/// a maker of relays with an 800 ms lease (renewed every 200 ms): each delivery lasts three
+/// leases.
+async fn quatro_entregas_lentas<DB: mensageria_core::Banco>(
+    pool: &sqlx::Pool<DB>,
+) -> (Servidor, impl Fn() -> mensageria_core::relay::RelayHandle)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    mensageria_core::migrar(pool).await.unwrap();
+    let servidor = Servidor::iniciar().await;
+    servidor.responder(Resposta::Demorar(Duration::from_millis(2500)));
+    enfileirar_pedidos(pool, 4).await;
+    let (pool, alvo) = (pool.clone(), servidor.clone());
+    let relay = move || {
+        Relay::new(pool.clone(), config_com_lease(Duration::from_millis(800)))
+            .recurso(destino(&alvo))
+            .spawn()
+            .unwrap()
+    };
+    (servidor, relay)
+}
+
 nos_dois_bancos! {
     async fn entrega_mais_lenta_que_o_lease_nao_e_tomada_de_um_relay_vivo(db) {
-        mensageria_core::migrar(&db.pool).await.unwrap();
-        let servidor = Servidor::iniciar().await;
-        servidor.responder(Resposta::Demorar(Duration::from_millis(2500)));
-        enfileirar_pedidos(&db.pool, 4).await;
-        // Lease 800 ms, renewed every 200 ms; each delivery takes 2.5 s, three leases.
-        let config = || config_com_lease(Duration::from_millis(800));
-        let a = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
-        let b = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        let (servidor, relay) = quatro_entregas_lentas(&db.pool).await;
+        let (a, b) = (relay(), relay());
         esperar_vazia(&db.pool, Duration::from_secs(30)).await;
         a.shutdown(Duration::from_secs(5)).await;
         b.shutdown(Duration::from_secs(5)).await;
@@ -137,17 +154,13 @@ nos_dois_bancos! {
 
 nos_dois_bancos! {
     async fn desligamento_gracioso_mantem_os_leases_das_entregas_que_espera(db) {
-        mensageria_core::migrar(&db.pool).await.unwrap();
-        let servidor = Servidor::iniciar().await;
-        servidor.responder(Resposta::Demorar(Duration::from_millis(2500)));
-        enfileirar_pedidos(&db.pool, 4).await;
-        // A shuts down gracefully while its 2.5 s deliveries run, waiting for them up to 5 s:
-        // three of its 800 ms leases go by during the drain. B, a sibling, polls all along.
-        let config = || config_com_lease(Duration::from_millis(800));
-        let a = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        // A shuts down gracefully while its deliveries run, waiting for them up to 5 s: three of
+        // its leases go by during the drain. B, a sibling, polls all along.
+        let (servidor, relay) = quatro_entregas_lentas(&db.pool).await;
+        let a = relay();
         let em_voo = "SELECT count(*) FROM mensageria_saida WHERE lease_token IS NOT NULL";
         esperar_contagem(&db.pool, em_voo, 4, Duration::from_secs(10)).await;
-        let b = Relay::new(db.pool.clone(), config()).recurso(destino(&servidor)).spawn().unwrap();
+        let b = relay();
         a.shutdown(Duration::from_secs(5)).await;
         esperar_vazia(&db.pool, Duration::from_secs(10)).await;
         b.shutdown(Duration::from_secs(5)).await;

@@ -45,16 +45,8 @@ fn tipo(tokens: TokenStream) -> syn::Result<String> {
     let mut tipo_lit: Option<LitStr> = None;
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("tipo") {
-            if tipo_lit.is_some() {
-                return Err(meta.error("`tipo` is given twice; an event type has exactly one tipo"));
-            }
-            tipo_lit = Some(meta.value()?.parse().map_err(|erro| {
-                syn::Error::new(
-                    erro.span(),
-                    format!("`tipo` takes a string literal, {EXEMPLO}"),
-                )
-            })?);
-            Ok(())
+            let repetido = meta.error("`tipo` is given twice; an event type has exactly one tipo");
+            crate::tipo::ler_literal(&meta, &mut tipo_lit, repetido, EXEMPLO)
         } else {
             Err(meta.error(format!(
                 "unknown argument; #[evento] takes only `tipo = \"...\"`, {EXEMPLO}"

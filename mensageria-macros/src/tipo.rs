@@ -1,6 +1,31 @@
 //! The tipo rules, checked at compile time (the runtime twin is `mensageria_core::tipo`).
 
 use syn::LitStr;
+use syn::meta::ParseNestedMeta;
+
+/// Reads the string literal of a `tipo = "..."` argument into `lido`: a second `tipo` is
+/// `repetido`, a value that is not a string literal says how to write one (`exemplo`).
+pub(crate) fn ler_literal(
+    meta: &ParseNestedMeta<'_>,
+    lido: &mut Option<LitStr>,
+    repetido: syn::Error,
+    exemplo: &str,
+) -> syn::Result<()> {
+    if lido.is_some() {
+        return Err(repetido);
+    }
+    let lit = meta.value()?.parse().map_err(|erro: syn::Error| {
+        syn::Error::new(
+            erro.span(),
+            format!("`tipo` takes a string literal, {exemplo}"),
+        )
+    })?;
+    *lido = Some(lit);
+    Ok(())
+}
+
+/// How an attribute's `tipo` is written, for the error on a value that is not a literal.
+pub(crate) const EXEMPLO_TIPO: &str = "e.g. `tipo = \"mdfe.encerramento\"`";
 
 /// Checks a tipo literal; the error points at it and says which rule it breaks.
 pub(crate) fn validar(lit: &LitStr) -> syn::Result<String> {

@@ -26,6 +26,54 @@ pub const TABELAS: &str = "CREATE TABLE razao (n BIGINT PRIMARY KEY, id_mensagem
      CREATE TABLE efeito (id BIGSERIAL PRIMARY KEY, n BIGINT NOT NULL); \
      CREATE INDEX efeito_n ON efeito (n)";
 
+/// A fault scenario's receiving side: a schema of its own (migrated, with [`TABELAS`] and
+/// `tabelas_extra`), every receptor of the binary served on 127.0.0.1 behind a counting [`Lado`]
+/// (its own pool of 8), and a fault-injecting proxy in front of it.
+pub struct Bancada {
+    /// The scenario's schema.
+    pub pg: crate::PgIsolado,
+    /// The receptor's HTTP layer: counts deliveries, injects answers.
+    pub lado: Lado,
+    /// Between the relay and the receptor.
+    pub proxy: mensageria_core::teste::ProxyDeFalhas,
+    /// Where the receptor listens, behind the proxy.
+    pub endereco: SocketAddr,
+}
+
+impl Bancada {
+    /// Sets it up, seeded with `semente`; the receptor accepts `token`.
+    pub async fn montar(semente: u64, token: &str, tabelas_extra: &str) -> Self {
+        let pg = crate::PgIsolado::novo().await;
+        mensageria_core::migrar(&pg.pool).await.unwrap();
+        sqlx::raw_sql(TABELAS).execute(&pg.pool).await.unwrap();
+        if !tabelas_extra.is_empty() {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(tabelas_extra.to_owned()))
+                .execute(&pg.pool)
+                .await
+                .unwrap();
+        }
+        let lado = Lado::new(semente);
+        let app = mensageria_axum::router(
+            pg.outro_pool(8).await,
+            mensageria_axum::Config::new([token]),
+        )
+        .unwrap();
+        let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endereco = ouvinte.local_addr().unwrap();
+        let app = lado.envolver(app);
+        tokio::spawn(async move { axum::serve(ouvinte, app).await });
+        let proxy = mensageria_core::teste::ProxyDeFalhas::iniciar(endereco, semente)
+            .await
+            .unwrap();
+        Self {
+            pg,
+            lado,
+            proxy,
+            endereco,
+        }
+    }
+}
+
 /// Every HTTP delivery that reached the receptor, by message id (`x-request-id`).
 #[derive(Default)]
 pub struct Entregas(Mutex<HashMap<String, u32>>);

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sqlx::Pool;
-use tokio::task::Id;
+use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
@@ -53,6 +53,42 @@ impl Leases {
             .drain()
             .map(|(_, par)| par)
             .collect()
+    }
+}
+
+/// How long stopping the [`Vigia`] waits for a heartbeat already under way.
+const PRAZO_DA_VIGIA: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The task running [`vigiar`], with the switch that stops it. It outlives the claim loop: a
+/// shutdown's drain keeps renewing the leases of the deliveries it waits for, so no sibling
+/// sends them again meanwhile. Dropped (an aborted relay), it stops at once.
+pub(crate) struct Vigia {
+    tarefa: JoinSet<()>,
+    parar: CancellationToken,
+}
+
+impl Vigia {
+    /// Starts renewing `leases` and beating the heart of `instancia`.
+    pub(crate) fn iniciar<DB: Banco>(
+        pool: Pool<DB>,
+        config: Config,
+        instancia: String,
+        leases: Leases,
+    ) -> Self {
+        let parar = CancellationToken::new();
+        let mut tarefa = JoinSet::new();
+        tarefa.spawn(vigiar::<DB>(pool, config, instancia, leases, parar.clone()));
+        Self { tarefa, parar }
+    }
+
+    /// Stops it, letting a heartbeat already sent finish first (up to a bound): one landing
+    /// after the instance is recorded as stopped would erase that record.
+    pub(crate) async fn parar(mut self) {
+        self.parar.cancel();
+        let fim = async { while self.tarefa.join_next().await.is_some() {} };
+        if tokio::time::timeout(PRAZO_DA_VIGIA, fim).await.is_err() {
+            self.tarefa.abort_all();
+        }
     }
 }
 

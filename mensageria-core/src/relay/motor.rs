@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::circuito::{Circuitos, Permissao};
 use super::confirmacoes::Confirmacoes;
 use super::entrega::{EmVoo, Entrega};
-use super::instancia::{Leases, vigiar};
+use super::instancia::{Leases, Vigia};
 use super::{ACORDAR, Config, Modo, Rodada};
 use crate::banco::{Pedido, Reivindicada};
 use crate::enviador::Recursos;
@@ -243,22 +243,13 @@ impl<DB: Banco> Motor<DB> {
         let leases = Leases::default();
         let mut laco = Laco::new(EmVoo::new(leases.clone()));
         self.iniciar(&mut laco.banco).await;
-        // Lease renewal with the instance's heartbeat, for as long as this loop lives and then
-        // through the shutdown's drain (a delivery the drain waits for keeps its lease, so no
-        // sibling sends it again meanwhile): it has a token of its own, and `encerrar` stops it
-        // once the drain is over. A JoinSet aborts its tasks when dropped: an aborted relay
-        // stops renewing at once.
-        let mut vigia = JoinSet::new();
-        let parar_vigia = CancellationToken::new();
-        let instancia = self.instancia.clone();
-        let config = self.config.clone();
-        vigia.spawn(vigiar::<DB>(
+        // Lease renewal with the instance's heartbeat, through the shutdown's drain (`Vigia`).
+        let vigia = Vigia::iniciar::<DB>(
             self.pool.clone(),
-            config,
-            instancia,
+            self.config.clone(),
+            self.instancia.clone(),
             leases,
-            parar_vigia.clone(),
-        ));
+        );
         let mut escuta = JoinSet::new();
         if self.config.notificacoes {
             escuta.spawn(DB::escutar(self.pool.clone(), cancelar.clone()));
@@ -266,7 +257,7 @@ impl<DB: Banco> Motor<DB> {
         while !cancelar.is_cancelled() {
             self.volta(&mut laco, &cancelar).await;
         }
-        self.encerrar(laco.em_voo, (vigia, parar_vigia)).await
+        self.encerrar(laco.em_voo, vigia).await
     }
 
     /// One turn of the loop: heartbeat, claim what fits, then wait unless the claim asks to
@@ -449,11 +440,7 @@ impl<DB: Banco> Motor<DB> {
     /// Shutdown phase: no more claims; in-flight deliveries finish up to the deadline, what was
     /// claimed but not settled goes back (due now, its attempt not counted), and the instance is
     /// recorded as stopped. Returns how long it took.
-    async fn encerrar(
-        &self,
-        em_voo: EmVoo,
-        (mut vigia, parar_vigia): (JoinSet<()>, CancellationToken),
-    ) -> Duration {
+    async fn encerrar(&self, em_voo: EmVoo, vigia: Vigia) -> Duration {
         let inicio = Instant::now();
         let prazo = Duration::from_millis(self.prazo_ms.load(Ordering::Relaxed));
         let mut devolvidas = 0;
@@ -462,17 +449,7 @@ impl<DB: Banco> Motor<DB> {
                 devolvidas += 1;
             }
         }
-        // Stop renewing, letting a heartbeat already sent finish first: one landing after the
-        // "stopped" record below would erase it.
-        parar_vigia.cancel();
-        if timeout(PRAZO_DA_VIGIA, async {
-            while vigia.join_next().await.is_some() {}
-        })
-        .await
-        .is_err()
-        {
-            vigia.abort_all();
-        }
+        vigia.parar().await;
         if let Err(erro) = DB::parar_instancia(&self.pool, &self.instancia).await {
             tracing::warn!(
                 error = %erro,
@@ -528,10 +505,6 @@ enum Depois {
 /// relay looks again after 1, 2, 3, 4, 5 ms (most commits land within a few milliseconds of
 /// their enqueue), then doubling to 64 ms, for 250 ms in all.
 const PRIMEIRA_OLHADA: Duration = Duration::from_millis(1);
-
-/// How long a shutdown waits for a heartbeat already under way before it records the instance
-/// as stopped.
-const PRAZO_DA_VIGIA: Duration = Duration::from_secs(5);
 
 fn proxima_olhada(espera: Duration) -> Duration {
     if espera < Duration::from_millis(5) {

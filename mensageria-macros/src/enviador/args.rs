@@ -23,18 +23,9 @@ impl Args {
         let mut ordem: Option<syn::Expr> = None;
         let parser = syn::meta::parser(|meta| {
             if meta.path.is_ident("tipo") {
-                if tipo_lit.is_some() {
-                    return Err(
-                        meta.error("`tipo` is given twice; an enviador sends exactly one tipo")
-                    );
-                }
-                tipo_lit = Some(meta.value()?.parse().map_err(|erro| {
-                    syn::Error::new(
-                        erro.span(),
-                        "`tipo` takes a string literal, e.g. `tipo = \"mdfe.encerramento\"`",
-                    )
-                })?);
-                Ok(())
+                let repetido =
+                    meta.error("`tipo` is given twice; an enviador sends exactly one tipo");
+                crate::tipo::ler_literal(&meta, &mut tipo_lit, repetido, crate::tipo::EXEMPLO_TIPO)
             } else if meta.path.is_ident("ordem") {
                 if ordem.is_some() {
                     return Err(

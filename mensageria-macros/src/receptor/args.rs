@@ -23,15 +23,12 @@ impl Args {
         let parser = syn::meta::parser(|meta| {
             let repetido = |nome: &str| meta.error(format!("`{nome}` is given twice"));
             if meta.path.is_ident("tipo") {
-                if tipo_lit.is_some() {
-                    return Err(repetido("tipo"));
-                }
-                tipo_lit = Some(meta.value()?.parse().map_err(|e| {
-                    syn::Error::new(
-                        e.span(),
-                        "`tipo` takes a string literal, e.g. `tipo = \"mdfe.encerramento\"`",
-                    )
-                })?);
+                crate::tipo::ler_literal(
+                    &meta,
+                    &mut tipo_lit,
+                    repetido("tipo"),
+                    crate::tipo::EXEMPLO_TIPO,
+                )?;
             } else if meta.path.is_ident("chave_natural") {
                 if chave.is_some() {
                     return Err(repetido("chave_natural"));
