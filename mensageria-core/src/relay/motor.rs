@@ -380,12 +380,26 @@ impl<DB: Banco> Motor<DB> {
         if livres == 0 {
             return Depois::Esperar { reivindicadas: 0 };
         }
+        if let Some(pronto) = laco.ritmo.pausa(Instant::now()) {
+            tokio::select! {
+                _ = cancelar.cancelled() => return Depois::Recomecar,
+                _ = sleep_until(pronto) => {}
+            }
+        }
+        // Deliveries may have settled during the pause: their slots are free again.
+        laco.em_voo.colher();
+        let livres = self.config.concorrencia.saturating_sub(laco.em_voo.len());
         let Eleicao::Reivindicar(lider) = self.eleger(&mut laco.banco, cancelar).await else {
             return Depois::Recomecar;
         };
         let lote = livres.min(self.config.lote);
         let token = Self::token();
-        let linhas = match self.reivindicar(lote, token).await {
+        let inicio = Instant::now();
+        let resultado = self.reivindicar(lote, token).await;
+        let achadas = resultado.as_ref().map_or(0, Vec::len);
+        laco.ritmo
+            .reivindicou(inicio, Instant::now(), achadas, lote);
+        let linhas = match resultado {
             Ok(linhas) => linhas,
             Err(erro) => {
                 laco.banco.falhou(&erro);
@@ -471,6 +485,7 @@ struct Laco {
     /// The app's registration succeeded once (competing apps are reported only then).
     registrado: bool,
     olhadas: Olhadas,
+    ritmo: Ritmo,
 }
 
 impl Laco {
@@ -481,6 +496,7 @@ impl Laco {
             proximo_heartbeat: Instant::now(),
             registrado: false,
             olhadas: Olhadas::default(),
+            ritmo: Ritmo::default(),
         }
     }
 }
@@ -553,6 +569,40 @@ impl Olhadas {
     }
 }
 
+/// The longest pause: a claim slowed by a busy machine does not hold the next one back for long.
+const PAUSA_MAXIMA: Duration = Duration::from_millis(3);
+
+/// Claim pacing: wake-ups are coalesced while rows keep arriving.
+///
+/// Every `enfileirar` wakes the relay, usually before its transaction commits; under a steady
+/// stream of enqueues, claiming at each wake-up kept a claim running all the time (one round
+/// trip and one index scan per row or two). So after a claim that found rows but not a full
+/// batch, the next claim waits half as long as that one took (at most [`PAUSA_MAXIMA`]): the
+/// claims take at most two thirds of the loop's time, and what commits meanwhile goes together
+/// in the next one. A full batch claims again at once (a backlog is not paced), and an empty
+/// claim is not paced (the quick looks after a wake-up, [`Olhadas`], find the row when it
+/// commits), so a lone message pays nothing; under load a row waits at most one pause longer.
+/// Half and not the whole duration: measured, the whole doubled the pause for the same
+/// throughput and cost a millisecond of median latency at half of the peak (BENCHMARKS.md).
+#[derive(Default)]
+struct Ritmo {
+    proxima: Option<Instant>,
+}
+
+impl Ritmo {
+    /// Records a claim that started at `inicio` and ended at `fim` with `linhas` rows of at
+    /// most `lote`.
+    fn reivindicou(&mut self, inicio: Instant, fim: Instant, linhas: usize, lote: usize) {
+        self.proxima =
+            (linhas > 0 && linhas < lote).then(|| fim + ((fim - inicio) / 2).min(PAUSA_MAXIMA));
+    }
+
+    /// When the next claim may run, if it has to wait.
+    fn pausa(&mut self, agora: Instant) -> Option<Instant> {
+        self.proxima.take().filter(|quando| *quando > agora)
+    }
+}
+
 async fn espera_ou_cancela(cancelar: &CancellationToken, espera: Duration) {
     tokio::select! {
         _ = cancelar.cancelled() => {}
@@ -621,6 +671,31 @@ mod testes {
             olhadas.push(espera.as_millis());
         }
         assert_eq!(olhadas, [1, 2, 3, 4, 5, 10, 20, 40, 64, 64, 64]);
+    }
+
+    #[test]
+    fn ritmo_pausa_so_depois_de_um_lote_incompleto_e_pela_metade_da_reivindicacao() {
+        let inicio = Instant::now();
+        let mut ritmo = Ritmo::default();
+        // Rows, not a full batch: the next claim waits half as long as this one took.
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 5, 128);
+        assert_eq!(ritmo.pausa(inicio), Some(inicio + Duration::from_millis(3)));
+        // Taken once: the claim after it is not held back by it again.
+        assert_eq!(ritmo.pausa(inicio), None);
+        // A slow claim: the pause is capped.
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(40), 5, 128);
+        assert_eq!(
+            ritmo.pausa(inicio),
+            Some(inicio + Duration::from_millis(43))
+        );
+        // A full batch (a backlog) and an empty claim are not paced.
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 128, 128);
+        assert_eq!(ritmo.pausa(inicio), None);
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 0, 128);
+        assert_eq!(ritmo.pausa(inicio), None);
+        // A pause already over does not wait.
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 5, 128);
+        assert_eq!(ritmo.pausa(inicio + Duration::from_millis(10)), None);
     }
 
     const CHAVE_DO_APP_VAZIO: i64 = 5_931_967_896_988_404_108;
