@@ -285,7 +285,8 @@ async fn aplicar_rodada<R: Receptor>(
 }
 
 enum Tentativa {
-    /// Committed: for each event of the round, whether it was new (applied).
+    /// Committed (or nothing to commit: all duplicates): for each event of the round, whether it
+    /// was new (applied).
     Commitada(Vec<bool>),
     /// The event at `indice` of the round failed; everything was rolled back.
     Falhou { indice: usize, desfecho: Desfecho },
@@ -319,6 +320,12 @@ async fn tentar_rodada<R: Receptor>(
         Ok(novos) => novos,
         Err(falha) => return banco(falha),
     };
+    if !novos.contains(&true) {
+        // Every event is a duplicate and nothing was written: no commit to wait for. The
+        // rollback is queued and leaves with the connection's release, off this request's path.
+        drop(tx);
+        return Tentativa::Commitada(novos);
+    }
     for (indice, (pronto, novo)) in vivos.iter_mut().zip(&novos).enumerate() {
         if !novo {
             continue;

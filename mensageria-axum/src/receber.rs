@@ -165,7 +165,9 @@ async fn aplicar<R: Receptor>(
     match operacoes::registrar_recebida::<R::Banco>(&mut *tx, recebida).await {
         Ok(true) => {}
         Ok(false) => {
-            let _ = tx.commit().await;
+            // Nothing was written: no commit to wait for. The rollback is queued and leaves
+            // with the connection's release, off this request's path.
+            drop(tx);
             tracing::info!("mensageria receptor: duplicate, nothing applied");
             return Ok(Resultado::Duplicado);
         }
