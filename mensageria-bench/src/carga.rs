@@ -49,6 +49,10 @@ async fn receber_evento(
         .bind(evento.n)
         .execute(&mut **tx)
         .await?;
+    if evento.n < 0 {
+        // The poison event of the batch runs: refused after its effect was written.
+        return Err(Rejeicao::permanente("negative n: the bench's poison event"));
+    }
     Ok(())
 }
 
