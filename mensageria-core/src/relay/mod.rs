@@ -63,7 +63,9 @@ static ACORDAR: LazyLock<Notify> = LazyLock::new(Notify::new);
 
 /// Wakes the relays of this process: something was enqueued. [`enfileirar`](crate::enfileirar)
 /// calls it for you; the relay then looks at the saída at once (and again shortly after, since
-/// the enqueuing transaction may not have committed yet) instead of at its next poll.
+/// the enqueuing transaction may not have committed yet) instead of at its next poll. Under a
+/// steady stream of enqueues the wake-ups are coalesced: after a claim that found rows but not
+/// a full batch, the next waits half as long as that claim took (at most 3 ms).
 pub fn acordar() {
     ACORDAR.notify_waiters();
 }
