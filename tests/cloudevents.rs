@@ -23,7 +23,7 @@ use mensageria_axum::{Config as ConfigReceptor, Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{Executor, FromRow, Pool, Postgres, Sqlite, Transaction};
 use mensageria_core::{Banco, ContextoEnvio, Destino, FalhaEnvio, enviador};
-use mensageria_testes::{Sql, contar, e_postgres, esperar_valor, nos_dois_bancos};
+use mensageria_testes::{Sql, contar, e_postgres, esperar_saida_vazia, nos_dois_bancos};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -170,14 +170,7 @@ nos_dois_bancos! {
             .recurso(Destino::new(&base).unwrap().com_token(TOKEN).com_lote_maximo(1))
             .spawn()
             .unwrap();
-        esperar_valor(
-            "an empty saída",
-            Duration::from_secs(30),
-            Duration::from_millis(20),
-            || contar(&db.pool, "mensageria_saida"),
-            |&pendentes| pendentes == 0,
-        )
-        .await;
+        esperar_saida_vazia(&db.pool, 30).await;
         relay.shutdown(Duration::from_secs(5)).await;
 
         let gravados = gravados.lock().unwrap().clone();

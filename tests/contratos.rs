@@ -14,7 +14,7 @@ use std::time::Duration;
 use contratos_exemplo::{PedidoCancelado, PedidoCriado};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::{Destino, Registro, enfileirar};
-use mensageria_testes::{PgIsolado, contar, esperar_valor};
+use mensageria_testes::{PgIsolado, contar, esperar_saida_vazia};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn o_relay_do_remetente_entrega_ao_router_do_destinatario_uma_vez_cada() {
@@ -72,14 +72,7 @@ async fn o_relay_do_remetente_entrega_ao_router_do_destinatario_uma_vez_cada() {
     .recurso(Destino::new(&url).unwrap().com_token("t0k"))
     .spawn()
     .unwrap();
-    esperar_valor(
-        "an empty saída",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || contar(&remetente, "mensageria_saida"),
-        |&pendentes| pendentes == 0,
-    )
-    .await;
+    esperar_saida_vazia(&remetente, 30).await;
     relay.shutdown(Duration::from_secs(5)).await;
 
     let efeitos: Vec<(String, i64, i64)> =

@@ -8,7 +8,7 @@ use mensageria_core::relay::{Config, Modo, Relay};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::servidor::{Resposta, Servidor};
 use mensageria_testes::{
-    PgIsolado, Sql, contar, e_postgres, esperar_ate, esperar_valor, nos_dois_bancos,
+    PgIsolado, Sql, e_postgres, esperar_ate, esperar_saida_vazia, nos_dois_bancos,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::{Executor, FromRow, Pool};
@@ -41,22 +41,6 @@ fn config(app: &str) -> Config {
 }
 
 const PENDENTES: &str = "SELECT count(*) FROM mensageria_saida";
-
-/// Waits (at most `segundos`) until the saída of `pool` is empty.
-async fn esperar_saida_vazia<DB: Sql>(pool: &Pool<DB>, segundos: u64)
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    (i64,): for<'r> FromRow<'r, DB::Row>,
-{
-    esperar_valor(
-        "an empty saída",
-        Duration::from_secs(segundos),
-        Duration::from_millis(20),
-        || contar(pool, "mensageria_saida"),
-        |&pendentes| pendentes == 0,
-    )
-    .await;
-}
 
 /// The stored next attempt (database clock) minus now, in milliseconds.
 async fn espera_armazenada_ms<DB: Sql>(pool: &Pool<DB>) -> f64

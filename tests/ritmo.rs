@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::servidor::Servidor;
-use mensageria_testes::{PgIsolado, contar, esperar_valor};
+use mensageria_testes::{PgIsolado, esperar_saida_vazia};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde::{Deserialize, Serialize};
 
@@ -87,14 +87,7 @@ async fn sob_um_fluxo_constante_as_reivindicacoes_levam_o_que_commitou_entre_ela
     }
     let segundos = inicio.elapsed().as_secs_f64();
     let enviadas = enfileiradas.load(Ordering::Relaxed) as f64;
-    esperar_valor(
-        "an empty saída",
-        Duration::from_secs(60),
-        Duration::from_millis(20),
-        || contar(&db.pool, "mensageria_saida"),
-        |&pendentes| pendentes == 0,
-    )
-    .await;
+    esperar_saida_vazia(&db.pool, 60).await;
     let texto = metricas.render();
     relay.shutdown(Duration::from_secs(5)).await;
     produtores.close().await;

@@ -240,36 +240,43 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
             .await,
         );
     }
-    let lote_novo = rel.medir(
-        "receptor/HTTP batch",
-        format!("first deliveries, {POR_LOTE} per batch: throughput"),
-        serie(&lotes_novos, |c| c.por_segundo),
-        "events/s",
-    );
-    rel.medir(
-        "receptor/HTTP batch",
-        format!("first deliveries, {POR_LOTE} per batch: p50 per batch"),
-        serie(&lotes_novos, |c| c.p50_ms),
-        "ms",
-    );
-    let lote_duplicado = rel.medir(
-        "receptor/HTTP batch",
-        format!("duplicates, {POR_LOTE} per batch: throughput"),
-        serie(&lotes_duplicados, |c| c.por_segundo),
-        "events/s",
-    );
-    let lote_veneno = rel.medir(
-        "receptor/HTTP batch",
-        format!("first deliveries, {POR_LOTE} per batch, one refused for good: throughput"),
-        serie(&lotes_com_veneno, |c| c.por_segundo),
-        "events/s",
-    );
-    rel.medir(
-        "receptor/HTTP batch",
-        format!("first deliveries, {POR_LOTE} per batch, one refused for good: p50 per batch"),
-        serie(&lotes_com_veneno, |c| c.p50_ms),
-        "ms",
-    );
+    // Throughput of each batch run, and the p50 per batch of the first-delivery runs.
+    let mut vazoes = Vec::new();
+    for (nome, cargas, com_p50) in [
+        (
+            format!("first deliveries, {POR_LOTE} per batch"),
+            &lotes_novos,
+            true,
+        ),
+        (
+            format!("duplicates, {POR_LOTE} per batch"),
+            &lotes_duplicados,
+            false,
+        ),
+        (
+            format!("first deliveries, {POR_LOTE} per batch, one refused for good"),
+            &lotes_com_veneno,
+            true,
+        ),
+    ] {
+        vazoes.push(rel.medir(
+            "receptor/HTTP batch",
+            format!("{nome}: throughput"),
+            serie(cargas, |c| c.por_segundo),
+            "events/s",
+        ));
+        if com_p50 {
+            rel.medir(
+                "receptor/HTTP batch",
+                format!("{nome}: p50 per batch"),
+                serie(cargas, |c| c.p50_ms),
+                "ms",
+            );
+        }
+    }
+    let [lote_novo, lote_duplicado, lote_veneno] = vazoes[..] else {
+        unreachable!("three batch runs")
+    };
     rel.nota(format!(
         "Batch rejections: a refused event is taken out and the batch's transaction applied again \
          without it (no savepoints); one poison event in a batch of {POR_LOTE} costs {:.0}% of the \

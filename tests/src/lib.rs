@@ -155,6 +155,23 @@ where
     .unwrap_or_else(|erro| panic!("count {de}: {erro}"))
 }
 
+/// Waits (at most `segundos`) until the saída of `pool` is empty, polling every 20 ms; fails the
+/// test with the last count seen.
+pub async fn esperar_saida_vazia<DB: Sql>(pool: &sqlx::Pool<DB>, segundos: u64)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    esperar_valor(
+        "an empty saída",
+        std::time::Duration::from_secs(segundos),
+        std::time::Duration::from_millis(20),
+        || contar(pool, "mensageria_saida"),
+        |&pendentes| pendentes == 0,
+    )
+    .await;
+}
+
 /// Runs `sql` with `textos` as its text parameters (`$1`, `$2`, …), failing the test with
 /// `para_que` (what the statement is for) if it fails.
 pub async fn executar<DB: Sql>(pool: &sqlx::Pool<DB>, sql: String, textos: &[&str], para_que: &str)
