@@ -268,6 +268,13 @@ impl<DB: Banco> Motor<DB> {
         let acordar = ACORDAR.notified();
         tokio::pin!(acordar);
         acordar.as_mut().enable();
+        // Claim pacing (`Ritmo`): what commits during the pause goes in this turn's claim.
+        if let Some(pronto) = laco.ritmo.pausa(Instant::now()) {
+            espera_ou_cancela(cancelar, pronto.saturating_duration_since(Instant::now())).await;
+            if cancelar.is_cancelled() {
+                return;
+            }
+        }
         laco.em_voo.colher();
         self.heartbeat(laco).await;
         let livres = self.config.concorrencia.saturating_sub(laco.em_voo.len());
@@ -380,15 +387,6 @@ impl<DB: Banco> Motor<DB> {
         if livres == 0 {
             return Depois::Esperar { reivindicadas: 0 };
         }
-        if let Some(pronto) = laco.ritmo.pausa(Instant::now()) {
-            tokio::select! {
-                _ = cancelar.cancelled() => return Depois::Recomecar,
-                _ = sleep_until(pronto) => {}
-            }
-        }
-        // Deliveries may have settled during the pause: their slots are free again.
-        laco.em_voo.colher();
-        let livres = self.config.concorrencia.saturating_sub(laco.em_voo.len());
         let Eleicao::Reivindicar(lider) = self.eleger(&mut laco.banco, cancelar).await else {
             return Depois::Recomecar;
         };
