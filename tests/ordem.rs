@@ -163,10 +163,34 @@ nos_dois_bancos! {
     async fn chave_invalida_nao_grava_nada(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         let longa = "x".repeat(1025);
-        for chave in ["", longa.as_str()] {
+        // Blank, control characters (a NUL used to come back as the database's own error text,
+        // ESC/CR/LF were stored and reached every log and terminal that printed the key), too
+        // long: each refused with the typed error, before any row is written.
+        let recusadas = [
+            ("", "blank"),
+            ("   ", "blank"),
+            ("\t\n", "blank"),
+            ("pedido:\x1b[31m42", "control character"),
+            ("pedido:42\r\nINFO forged", "control character"),
+            ("pedido:\n42", "control character"),
+            ("pedido:\u{0}42", "control character"),
+            ("pedido:\u{7f}", "control character"),
+            ("pedido:\u{9b}31m", "control character"),
+            (longa.as_str(), "over 1024 bytes"),
+        ];
+        for (chave, motivo) in recusadas {
             let erro = enfileirar_ordenado(&db.pool, &Passo::new(1, 0), chave).await.unwrap_err();
+            assert!(
+                matches!(&erro, mensageria_core::Erro::ChaveOrdemInvalida { motivo: m, .. } if m.contains(motivo)),
+                "{chave:?}: {erro}"
+            );
             assert!(erro.to_string().contains("ordering key"), "{erro}");
         }
+        // Inner spaces and any printable Unicode are keys like any other.
+        for chave in ["pedido 42", "pedido:ação-ü", " pedido:7 "] {
+            enfileirar_ordenado(&db.pool, &Passo::new(1, 0), chave).await.unwrap();
+        }
+        sqlx::query("DELETE FROM mensageria_saida").execute(&db.pool).await.unwrap();
         let linhas: i64 = sqlx::query_scalar("SELECT count(*) FROM mensageria_saida")
             .fetch_one(&db.pool)
             .await

@@ -64,7 +64,8 @@ pub enum Erro {
         limite: usize,
     },
 
-    /// An ordering key that cannot be stored (empty, or over [`crate::ordem::LIMITE_CHAVE_ORDEM`]).
+    /// An ordering key that cannot be stored (blank, a control character, or over
+    /// [`crate::ordem::LIMITE_CHAVE_ORDEM`] bytes).
     #[error(
         "the ordering key of a message of tipo `{tipo}` is invalid ({motivo}), so nothing was \
          enqueued; give the identity of the entity whose messages must stay in order, e.g. \

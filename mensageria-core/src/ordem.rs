@@ -109,10 +109,15 @@ pub fn chave_ordem<T: ChaveDeOrdem + ?Sized>(valor: &T) -> String {
     valor.texto_da_chave()
 }
 
-/// Checks an ordering key before anything is written.
+/// Checks an ordering key before anything is written: not blank (empty or whitespace only), no
+/// control character (C0, DEL or C1: a NUL the database would refuse with its own error text,
+/// an ESC, CR or LF that would reach every log line and terminal that prints the key), at most
+/// [`LIMITE_CHAVE_ORDEM`] bytes.
 pub(crate) fn validar(tipo: &str, chave: &str) -> Result<(), crate::Erro> {
-    let motivo = if chave.is_empty() {
-        "it is empty"
+    let motivo = if chave.trim().is_empty() {
+        "it is blank: empty or whitespace only"
+    } else if chave.chars().any(char::is_control) {
+        "it holds a control character (NUL, ESC, CR, LF, DEL, ...): keys are printable text"
     } else if chave.len() > LIMITE_CHAVE_ORDEM {
         "it is over 1024 bytes"
     } else {
@@ -122,4 +127,23 @@ pub(crate) fn validar(tipo: &str, chave: &str) -> Result<(), crate::Erro> {
         tipo: tipo.to_owned(),
         motivo,
     })
+}
+
+#[cfg(test)]
+mod testes {
+    use super::validar;
+
+    #[test]
+    fn chaves_validas_e_recusadas() {
+        for boa in ["pedido:42", "42", "a b", " pedido:7 ", "ação"] {
+            assert!(validar("t.x", boa).is_ok(), "{boa:?}");
+        }
+        for ruim in [
+            "", " ", "\t", "a\u{0}", "a\x1b[1m", "a\r", "a\n", "\u{7f}", "\u{85}",
+        ] {
+            assert!(validar("t.x", ruim).is_err(), "{ruim:?}");
+        }
+        assert!(validar("t.x", &"x".repeat(1024)).is_ok());
+        assert!(validar("t.x", &"x".repeat(1025)).is_err());
+    }
 }
