@@ -463,10 +463,7 @@ async fn remover(
         });
     }
     if !sim && !confirmar(&pergunta(&alvo))? {
-        return Err(ErroCli::NaoConfirmado {
-            resposta: "y",
-            opcao: "--yes",
-        });
+        return Err(ErroCli::NaoConfirmado { opcao: "--yes" });
     }
 
     let removido =

@@ -49,11 +49,11 @@ pub(crate) enum ErroCli {
         id: uuid::Uuid,
     },
 
-    /// The operator did not confirm a destructive command.
-    #[error("not confirmed: nothing was changed (answer `{resposta}` to confirm, or pass {opcao})")]
+    /// The operator did not confirm a destructive command. The answer it names is the one
+    /// [`crate::confirmacao::confirmar`] accepts and every prompt offers (`[y/N]`), so the two
+    /// cannot disagree.
+    #[error("not confirmed: nothing was changed (answer `y` to confirm, or pass {opcao})")]
     NaoConfirmado {
-        /// The answer that confirms, as the question offered it.
-        resposta: &'static str,
         /// The command's "do not ask" flag.
         opcao: &'static str,
     },

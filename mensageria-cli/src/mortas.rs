@@ -291,10 +291,7 @@ impl Relatorio for Descartada {
 async fn descartar(conexao: &Conexao, id: Uuid, yes: bool, json: bool) -> Result<(), ErroCli> {
     let morta = buscar(conexao, id).await?;
     if !yes && !confirmar_descarte(&morta)? {
-        return Err(ErroCli::NaoConfirmado {
-            resposta: "s",
-            opcao: "--yes",
-        });
+        return Err(ErroCli::NaoConfirmado { opcao: "--yes" });
     }
     // Replayed or discarded by someone else meanwhile: `MortaNaoEncontrada`.
     nos_dois!(conexao, pool => operacoes::descartar_morta(pool, id).await?);

@@ -99,6 +99,8 @@ nos_dois_bancos! {
         let recusado = db.mensageria(&["mortas", "descartar", &texto]).write_stdin("n\n").assert().failure();
         assert!(stderr(&recusado).contains("[y/N]"), "{}", stderr(&recusado));
         assert!(stderr(&recusado).contains("not confirmed: nothing was changed"), "{}", stderr(&recusado));
+        // The refusal names the answer the prompt offers (`y`), never another one.
+        assert!(stderr(&recusado).contains("answer `y` to confirm, or pass --yes"), "{}", stderr(&recusado));
         db.mensageria(&["mortas", "descartar", &texto]).write_stdin("").assert().failure();
         assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
 
