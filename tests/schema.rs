@@ -144,3 +144,136 @@ nos_dois_bancos! {
         assert!(inicio.elapsed() < Duration::from_millis(500), "{:?}", inicio.elapsed());
     }
 }
+
+/// `migrar` on a connection whose `search_path` names a schema that does not exist: PostgreSQL
+/// itself says "no schema has been selected to create in", which names neither the schema nor
+/// the fix. mensageria checks first and says both; nothing is created anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrar_num_schema_que_nao_existe_diz_como_cria_lo() {
+    use std::str::FromStr as _;
+    let ausente = format!("mensageria_ausente_{}", uuid::Uuid::now_v7().simple());
+    let opcoes = sqlx::postgres::PgConnectOptions::from_str(&mensageria_testes::database_url())
+        .unwrap()
+        .options([("search_path", ausente.as_str())]);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(opcoes)
+        .await
+        .unwrap();
+    let erro = migrar(&pool).await.unwrap_err();
+    let texto = erro.to_string();
+    assert!(matches!(erro, Erro::SchemaInexistente { .. }), "{erro:?}");
+    assert!(texto.contains(&ausente), "{texto}");
+    assert!(
+        texto.contains(&format!("CREATE SCHEMA {ausente}")),
+        "{texto}"
+    );
+    pool.close().await;
+}
+
+/// The migrations table is created with `IF NOT EXISTS`, and PostgreSQL answers every start
+/// after the first with a NOTICE that sqlx logs at INFO (`relation "_mensageria_migrations"
+/// already exists, skipping`): noise in every app's start-up log. `migrar` logs nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn migrar_de_novo_nao_loga_o_aviso_do_postgres() {
+    let db = PgIsolado::novo().await;
+    migrar(&db.pool).await.unwrap();
+    let captura = mensageria_testes::log::Captura::default();
+    {
+        let _assinante = tracing::subscriber::set_default(captura.assinante());
+        migrar(&db.pool).await.unwrap();
+        migrar(&db.pool).await.unwrap();
+    }
+    let logado = captura.texto();
+    assert!(!logado.contains("already exists"), "{logado}");
+    assert!(!logado.contains("sqlx::postgres::notice"), "{logado}");
+    // The connection the migrations ran on went back to the pool with the server's default.
+    let nivel: String = sqlx::query_scalar("SHOW client_min_messages")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(nivel, "notice");
+    db.descartar().await;
+}
+
+/// Whether a schema of this name exists on the test server.
+async fn schema_existe(nome: &str) -> bool {
+    let pool = sqlx::PgPool::connect(&mensageria_testes::database_url())
+        .await
+        .unwrap();
+    let existe: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(nome)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    existe
+}
+
+/// A test that fails its assertion never reaches `descartar`: its schema goes away anyway (the
+/// isolated schema drops itself, on a connection of its own, when it is dropped unclosed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_isolado_de_um_teste_que_falha_nao_fica_para_tras() {
+    let (enviar, receber) = std::sync::mpsc::channel();
+    let teste = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let db = PgIsolado::novo().await;
+            migrar(&db.pool).await.unwrap();
+            enviar.send(db.schema.clone()).unwrap();
+            assert_eq!(1 + 1, 3, "a test's failing assertion");
+            db.descartar().await;
+        });
+    })
+    .join();
+    assert!(teste.is_err(), "the test thread panicked");
+    let schema = receber.recv().unwrap();
+    assert!(!schema_existe(&schema).await, "{schema} was left behind");
+}
+
+/// A test process killed outright (SIGKILL, a CI timeout) runs no destructor: the next isolated
+/// schema created sweeps the test schemas older than six hours (their names carry their
+/// creation time, a UUIDv7), and leaves younger ones (tests running now) alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_de_teste_velhos_sao_varridos() {
+    use uuid::{NoContext, Timestamp, Uuid};
+    let agora = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let nome = |segundos_atras: u64| {
+        let id = Uuid::new_v7(Timestamp::from_unix(NoContext, agora - segundos_atras, 0));
+        format!("mensageria_teste_{}", id.simple())
+    };
+    let velho = nome(7 * 3600);
+    let recente = nome(600);
+    let pool = sqlx::PgPool::connect(&mensageria_testes::database_url())
+        .await
+        .unwrap();
+    for schema in [&velho, &recente] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let db = PgIsolado::novo().await;
+    assert!(
+        !schema_existe(&velho).await,
+        "{velho} (7 h old) was not swept"
+    );
+    assert!(
+        schema_existe(&recente).await,
+        "{recente} (10 min old) was swept"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {recente}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    db.descartar().await;
+}

@@ -99,6 +99,21 @@ pub enum Erro {
         tabela: &'static str,
     },
 
+    /// [`migrar`](crate::migrar) on PostgreSQL: no schema of the connection's `search_path`
+    /// exists, so there is nowhere to create the tables (checked before anything runs).
+    #[error(
+        "no schema of the connection's search_path ({search_path}) exists, so the mensageria \
+         tables have nowhere to go and nothing was created; create the schema first (`CREATE \
+         SCHEMA {sugerido}`, as a role allowed to, then grant the app's role USAGE and CREATE on \
+         it) or point the search_path (the CLI's --schema) at a schema that exists"
+    )]
+    SchemaInexistente {
+        /// The connection's `search_path`, as PostgreSQL shows it.
+        search_path: String,
+        /// The schema to create: the first one the `search_path` names (`"$user"` resolved).
+        sugerido: String,
+    },
+
     /// The mensageria schema exists but is older than this version of the library needs.
     #[error(
         "the mensageria schema is at version {aplicada} but this build needs version {esperada}; \

@@ -33,7 +33,12 @@ pub struct VersaoSchema {
 }
 
 /// Creates or upgrades the mensageria tables: the schema owner's job. Running it again is a
-/// no-op; concurrent runs wait for each other (PostgreSQL advisory lock).
+/// no-op (and logs nothing); concurrent runs wait for each other (PostgreSQL advisory lock).
+///
+/// On PostgreSQL the tables go into the first existing schema of the connection's
+/// `search_path`; when none of them exists, [`Erro::SchemaInexistente`] says which schema to
+/// create (`CREATE SCHEMA …`) before anything runs. mensageria never creates a schema itself:
+/// who may create one is the database administrator's decision.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

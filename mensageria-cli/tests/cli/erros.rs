@@ -230,3 +230,20 @@ fn segredos_da_url_nao_aparecem_no_erro() {
     assert!(!erro.contains("segredo"), "{erro}");
     assert!(erro.contains("`host=db password=*** user=app`"), "{erro}");
 }
+
+/// `migrar --schema <one that does not exist>`: PostgreSQL's "no schema has been selected to
+/// create in" becomes one line that names the schema and the statement that creates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrar_num_schema_inexistente_diz_como_cria_lo() {
+    let ausente = format!("mensageria_ausente_{}", uuid::Uuid::now_v7().simple());
+    let saida = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
+        .env_remove("DATABASE_URL")
+        .env_remove("MENSAGERIA_SCHEMA")
+        .args(["--database-url", &database_url(), "--schema", &ausente, "migrar"])
+        .assert()
+        .code(1);
+    let erro = stderr(&saida);
+    assert_eq!(erro.lines().count(), 1, "{erro}");
+    assert!(erro.contains(&format!("CREATE SCHEMA {ausente}")), "{erro}");
+    assert!(!erro.contains("no schema has been selected"), "{erro}");
+}

@@ -157,9 +157,7 @@ pub(crate) mod interno {
     /// SQL string of their backend.
     pub trait BancoInterno: sqlx::Database<Connection: ConexaoDoBanco> {
         /// Applies the migrations that are missing. See [`crate::migrar`].
-        fn migrar(
-            pool: &Pool<Self>,
-        ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
+        fn migrar(pool: &Pool<Self>) -> impl Future<Output = Result<(), crate::Erro>> + Send;
 
         /// The newest migration version this build knows.
         fn versao_esperada() -> i64;

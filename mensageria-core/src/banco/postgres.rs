@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::postgres::PgListener;
 use sqlx::{Executor, PgPool, Postgres};
 use tokio::time::Instant;
@@ -64,6 +64,17 @@ const SQL_INSERIR_ORDENADA: &str = "WITH trava AS ( \
 /// The group-committed ack: deletes the delivered rows whose lease token is still the one the
 /// delivery held, each pair on its own (one id may come twice, with a stale token and the
 /// owner's); a primary-key probe per pair.
+/// The schema [`Erro::SchemaInexistente`](crate::Erro::SchemaInexistente) suggests creating:
+/// the first one `search_path` names other than `"$user"`, else the user's own.
+fn schema_a_criar(search_path: &str, usuario: &str) -> String {
+    search_path
+        .split(',')
+        .map(|nome| nome.trim().trim_matches('"'))
+        .find(|nome| !nome.is_empty() && *nome != "$user")
+        .unwrap_or(usuario)
+        .to_owned()
+}
+
 ///
 /// Every statement of the relay that touches the saída row by row (this one, [`SQL_RENOVAR`],
 /// [`SQL_REAGENDAR`], `matar`, `liberar`, and the claim) is sent unprepared (`persistent(false)`)
@@ -106,8 +117,37 @@ impl super::ConexaoDoBanco for sqlx::PgConnection {
 }
 
 impl BancoInterno for Postgres {
-    async fn migrar(pool: &PgPool) -> Result<(), MigrateError> {
-        MIGRADOR.run(pool).await
+    async fn migrar(pool: &PgPool) -> Result<(), crate::Erro> {
+        let mut conexao = pool.acquire().await?;
+        // PostgreSQL's own error for a search_path naming no existing schema ("no schema has
+        // been selected to create in") names neither the schema nor the fix: check first.
+        let (atual, caminho, usuario): (Option<String>, String, String) = sqlx::query_as(
+            "SELECT current_schema(), current_setting('search_path'), CAST(current_user AS TEXT)",
+        )
+        .fetch_one(&mut *conexao)
+        .await?;
+        if atual.is_none() {
+            return Err(crate::Erro::SchemaInexistente {
+                sugerido: schema_a_criar(&caminho, &usuario),
+                search_path: caminho,
+            });
+        }
+        // The migrations table is created `IF NOT EXISTS`: every run after the first would get
+        // a NOTICE ("already exists, skipping") that sqlx logs at INFO, in every app's start-up
+        // log. This connection hears only warnings and errors while the migrations run.
+        conexao
+            .execute("SET client_min_messages TO warning")
+            .await?;
+        // `run_direct` is `run` on a connection already in hand (sqlx's own way around
+        // "implementation of `Acquire` is not general enough" in a `Send` future).
+        let migrado = MIGRADOR.run_direct(None, &mut *conexao, false).await;
+        if let Err(erro) = conexao.execute("RESET client_min_messages").await {
+            // Never hand the pool a connection with a changed setting.
+            let _ = sqlx::Connection::close(conexao.detach()).await;
+            migrado?;
+            return Err(erro.into());
+        }
+        Ok(migrado?)
     }
 
     fn versao_esperada() -> i64 {

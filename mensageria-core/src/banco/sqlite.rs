@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Executor, Sqlite, SqlitePool};
 
@@ -62,8 +62,8 @@ impl super::ConexaoDoBanco for sqlx::SqliteConnection {
 }
 
 impl BancoInterno for Sqlite {
-    async fn migrar(pool: &SqlitePool) -> Result<(), MigrateError> {
-        MIGRADOR.run(pool).await
+    async fn migrar(pool: &SqlitePool) -> Result<(), crate::Erro> {
+        Ok(MIGRADOR.run(pool).await?)
     }
 
     fn versao_esperada() -> i64 {

@@ -11,6 +11,7 @@ pub use self::sqlite::SqliteIsolado;
 mod postgres {
     use std::str::FromStr;
 
+    use sqlx::Connection as _;
     use sqlx::PgPool;
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -30,10 +31,13 @@ mod postgres {
     /// A PostgreSQL schema of one test's own, with the mensageria tables, and a pool whose
     /// `search_path` is that schema (so unqualified SQL, yours and mensageria's, lands there).
     ///
-    /// Each test gets a schema named `mensageria_teste_<uuid>`; [`fechar`](Self::fechar) closes
-    /// the pool and drops the schema with everything in it. A test that panics before `fechar`
-    /// leaves its schema behind (drop them with
-    /// `DROP SCHEMA ... CASCADE`; their names all start with `mensageria_teste_`).
+    /// Each test gets a schema named `mensageria_teste_<uuidv7>`; [`fechar`](Self::fechar)
+    /// closes the pool and drops the schema with everything in it. A test that fails its
+    /// assertion never reaches `fechar`: dropping a `PgIsolado` that was not closed drops its
+    /// schema too, on a connection of its own (waiting at most 5 s for locks that tasks of the
+    /// failed test may still hold). A process killed outright runs no destructor: each new
+    /// `PgIsolado` sweeps the test schemas created over six hours ago (the UUIDv7 in the name
+    /// is its creation time), never younger ones.
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
@@ -54,6 +58,8 @@ mod postgres {
         schema: String,
         opcoes: PgConnectOptions,
         admin: PgConnectOptions,
+        /// `fechar` ran: nothing left for `drop` to do.
+        fechado: bool,
     }
 
     impl PgIsolado {
@@ -79,7 +85,8 @@ mod postgres {
         /// `conexoes` connections.
         pub async fn vazio(url: &str, conexoes: u32) -> Result<Self, Erro> {
             let admin = PgConnectOptions::from_str(url)?;
-            let schema = format!("mensageria_teste_{}", uuid::Uuid::now_v7().simple());
+            varrer_schemas_velhos(&admin).await;
+            let schema = format!("{PREFIXO}{}", uuid::Uuid::now_v7().simple());
             // The name is ours (letters, digits, `_`): nothing to quote.
             executar_uma_vez(&admin, format!("CREATE SCHEMA {schema}")).await?;
             let opcoes = admin.clone().options([("search_path", schema.as_str())]);
@@ -95,6 +102,7 @@ mod postgres {
                 schema,
                 opcoes,
                 admin,
+                fechado: false,
             })
         }
 
@@ -123,15 +131,95 @@ mod postgres {
 
         /// Closes the pool and drops the schema with everything in it. Connections of other
         /// pools still on the schema do not hold it up (the drop waits for their locks only).
-        pub async fn fechar(self) -> Result<(), Erro> {
+        pub async fn fechar(mut self) -> Result<(), Erro> {
             self.pool.close().await;
-            executar_uma_vez(
-                &self.admin,
-                format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
-            )
-            .await?;
+            self.fechado = true;
+            executar_uma_vez(&self.admin, apagar(&self.schema)).await?;
             Ok(())
         }
+    }
+
+    /// A `PgIsolado` dropped without [`fechar`](PgIsolado::fechar) (its test panicked, or
+    /// returned early) drops its schema on a fresh connection, from a thread and a runtime of
+    /// its own (a destructor cannot await, and may run inside or outside a runtime). A failure
+    /// is printed, never a panic during a panic.
+    impl Drop for PgIsolado {
+        fn drop(&mut self) {
+            if self.fechado {
+                return;
+            }
+            let admin = self
+                .admin
+                .clone()
+                .options([("lock_timeout", PRAZO_DE_TRAVA)]);
+            let schema = self.schema.clone();
+            let apagado = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                runtime
+                    .block_on(executar_uma_vez(&admin, apagar(&schema)))
+                    .map_err(|e| e.to_string())
+            })
+            .join();
+            match apagado {
+                Ok(Ok(())) => {}
+                Ok(Err(erro)) => eprintln!(
+                    "mensageria teste: could not drop schema {} ({erro}); the next PgIsolado \
+                     sweeps it after six hours",
+                    self.schema
+                ),
+                Err(_) => eprintln!("mensageria teste: dropping schema {} panicked", self.schema),
+            }
+        }
+    }
+
+    /// Every test schema's name starts with this, followed by a UUIDv7 in simple form.
+    const PREFIXO: &str = "mensageria_teste_";
+
+    /// How long a test schema may live before any new `PgIsolado` sweeps it.
+    const VIDA_MAXIMA: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+
+    /// The longest `drop` waits for a lock before giving up on dropping the schema.
+    const PRAZO_DE_TRAVA: &str = "5s";
+
+    fn apagar(schema: &str) -> String {
+        // The name is ours (letters, digits, `_`): nothing to quote.
+        format!("DROP SCHEMA IF EXISTS {schema} CASCADE")
+    }
+
+    /// When a test schema was created, read from the UUIDv7 in its name (`None`: not ours).
+    fn criado_em(schema: &str) -> Option<std::time::SystemTime> {
+        let id = uuid::Uuid::try_parse(schema.strip_prefix(PREFIXO)?).ok()?;
+        let (segundos, nanos) = id.get_timestamp()?.to_unix();
+        Some(std::time::UNIX_EPOCH + std::time::Duration::new(segundos, nanos))
+    }
+
+    /// Drops the test schemas older than [`VIDA_MAXIMA`], left by processes killed before
+    /// any destructor ran. Best effort: a failure (a sibling test sweeping the same schema, a
+    /// lock) is ignored, the next sweep tries again.
+    async fn varrer_schemas_velhos(admin: &PgConnectOptions) {
+        let admin = admin.clone().options([("lock_timeout", PRAZO_DE_TRAVA)]);
+        let Ok(mut conexao) = sqlx::PgConnection::connect_with(&admin).await else {
+            return;
+        };
+        let nomes: Vec<String> = sqlx::query_scalar(
+            "SELECT nspname::text FROM pg_namespace WHERE starts_with(nspname, $1)",
+        )
+        .bind(PREFIXO)
+        .fetch_all(&mut conexao)
+        .await
+        .unwrap_or_default();
+        let limite = std::time::SystemTime::now() - VIDA_MAXIMA;
+        for nome in nomes {
+            if criado_em(&nome).is_some_and(|criado| criado < limite) {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(apagar(&nome)))
+                    .execute(&mut conexao)
+                    .await;
+            }
+        }
+        let _ = conexao.close().await;
     }
 
     async fn conectar(opcoes: PgConnectOptions, conexoes: u32) -> Result<PgPool, sqlx::Error> {
@@ -143,7 +231,6 @@ mod postgres {
 
     /// Runs `sql` on a connection of its own, closed afterwards.
     async fn executar_uma_vez(opcoes: &PgConnectOptions, sql: String) -> Result<(), sqlx::Error> {
-        use sqlx::Connection as _;
         let mut conexao = sqlx::PgConnection::connect_with(opcoes).await?;
         let resultado = sqlx::query(sqlx::AssertSqlSafe(sql))
             .execute(&mut conexao)
