@@ -68,6 +68,11 @@ pub(crate) enum Comando {
     /// Delete the receptores' dedup records older than the retention, in batches.
     Purgar(ArgsPurgar),
     /// Look for what will silently go wrong on a shared schema; exits 1 when it finds a problem.
+    ///
+    /// For a deploy pipeline, add limits on what the relays left behind: `--max-dead-letters 0
+    /// --max-pending-age 30s --max-attempts 5` makes any dead letter, a message waiting over
+    /// 30 s or one tried more than 5 times a problem (exit 1). Without them these figures are
+    /// notes and do not change the exit code.
     Doctor(ArgsDoctor),
     /// The apps whose relays run on this schema: list them with their instances, or forget a
     /// retired one.
@@ -189,6 +194,19 @@ pub(crate) struct ArgsDoctor {
     /// The senders' redelivery horizon. Default: the relay's defaults.
     #[arg(long, value_parser = analisar)]
     pub(crate) horizonte: Option<Duration>,
+    /// A problem when a tipo has more dead letters than this (0: any dead letter fails a deploy
+    /// check). Without it dead letters are counted in a note.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub(crate) max_dead_letters: Option<i64>,
+    /// A problem when the oldest message of a tipo has waited in the saída longer than this
+    /// (30s, 5m, 1h): a destination that redirects, refuses or is down keeps messages there.
+    /// Without it the oldest age is given in a note.
+    #[arg(long, value_name = "DURATION", value_parser = analisar)]
+    pub(crate) max_pending_age: Option<Duration>,
+    /// A problem when a message in the saída has been attempted more times than this. Without
+    /// it the most attempts are given in a note.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub(crate) max_attempts: Option<i64>,
 }
 
 /// The redelivery horizon of a relay with default settings.

@@ -96,6 +96,15 @@ enum Codigo {
     AppMorto,
     #[serde(rename = "retention-too-short")]
     RetencaoCurta,
+    /// More dead letters than `--max-dead-letters`.
+    #[serde(rename = "dead-letters")]
+    Mortas,
+    /// A message older than `--max-pending-age` in the saída.
+    #[serde(rename = "pending-too-old")]
+    PendenteVelha,
+    /// A message attempted more than `--max-attempts` times.
+    #[serde(rename = "too-many-attempts")]
+    TentativasDemais,
 }
 
 impl Relatorio for Diagnostico {
@@ -175,7 +184,8 @@ pub(crate) async fn executar(
     }
 
     let com_instancias = aplicada.is_some_and(|v| v >= VERSAO_DAS_INSTANCIAS);
-    verificar_apps(conexao, &args, com_instancias, &mut d).await?;
+    let claimants = verificar_apps(conexao, &args, com_instancias, &mut d).await?;
+    verificar_limites(conexao, &args, &claimants, &mut d).await?;
     verificar_retencao(&args, &mut d);
     Ok(concluir(d, json))
 }
@@ -210,7 +220,7 @@ async fn verificar_apps(
     args: &ArgsDoctor,
     com_instancias: bool,
     d: &mut Diagnostico,
-) -> Result<(), ErroCli> {
+) -> Result<Vivos, ErroCli> {
     let limite_ms = i64::try_from(args.parado_apos.as_millis()).unwrap_or(i64::MAX);
     let apps = apps::panorama(conexao, limite_ms, com_instancias).await?;
 
@@ -358,6 +368,123 @@ async fn verificar_apps(
             apps.len(),
             todos.len()
         ));
+    }
+    Ok(vivos
+        .into_iter()
+        .map(|(tipo, apps)| {
+            let apps = apps.into_iter().map(str::to_owned).collect();
+            (tipo.to_owned(), apps)
+        })
+        .collect())
+}
+
+/// Per tipo, the live apps that claim it (what [`verificar_apps`] found).
+type Vivos = BTreeMap<String, Vec<String>>;
+
+/// The live claimants of `tipo`, for a problem's `apps`.
+fn donos(vivos: &Vivos, tipo: &str) -> Vec<String> {
+    vivos.get(tipo).cloned().unwrap_or_default()
+}
+
+/// What the relays left behind, against the operator's limits: dead letters, the oldest
+/// message's age and the most attempts, per tipo. A breached limit is a problem; without a
+/// limit the figure is a note (a deploy pipeline passes the limits).
+async fn verificar_limites(
+    conexao: &Conexao,
+    args: &ArgsDoctor,
+    vivos: &Vivos,
+    d: &mut Diagnostico,
+) -> Result<(), ErroCli> {
+    let (mortas, fila, tentativas) = nos_dois!(conexao, pool => (
+        operacoes::mortas_por_tipo(pool).await?,
+        operacoes::fila(pool).await?,
+        operacoes::tentativas(pool).await?,
+    ));
+    let total: i64 = mortas.iter().map(|m| m.mortas).sum();
+    match args.max_dead_letters {
+        None if total > 0 => d.notas.push(format!(
+            "{total} dead letter(s) on the schema (`mensageria mortas listar`); \
+             --max-dead-letters 0 makes any a problem"
+        )),
+        None => {}
+        Some(limite) => {
+            for m in mortas.iter().filter(|m| m.mortas > limite) {
+                d.problemas.push(Problema {
+                    codigo: Codigo::Mortas,
+                    tipo: Some(m.tipo.clone()),
+                    apps: Vec::new(),
+                    mensagem: format!(
+                        "{} dead letter(s) of tipo `{}`, over the limit of {limite}: the relay \
+                         gave up on them; see why with `mensageria mortas listar --tipo {}`, \
+                         then replay (`mortas reenfileirar`) or discard them",
+                        m.mortas, m.tipo, m.tipo
+                    ),
+                });
+            }
+        }
+    }
+    let mais_velha = fila.iter().max_by_key(|f| f.idade_mais_antiga_ms);
+    match (args.max_pending_age, mais_velha) {
+        (None, Some(f)) => d.notas.push(format!(
+            "oldest message in the saída: {} old (tipo `{}`); --max-pending-age makes an older \
+             one a problem",
+            humana_ms(f.idade_mais_antiga_ms),
+            f.tipo
+        )),
+        (Some(limite), _) => {
+            let limite_ms = i64::try_from(limite.as_millis()).unwrap_or(i64::MAX);
+            for f in fila.iter().filter(|f| f.idade_mais_antiga_ms > limite_ms) {
+                d.problemas.push(Problema {
+                    codigo: Codigo::PendenteVelha,
+                    tipo: Some(f.tipo.clone()),
+                    apps: donos(vivos, &f.tipo),
+                    mensagem: format!(
+                        "the oldest message of tipo `{}` has waited {} in the saída, over the \
+                         limit of {}: its destination is refusing, redirecting or unreachable, \
+                         or nothing delivers the tipo (`mensageria status`, the relay's WARN \
+                         lines)",
+                        f.tipo,
+                        humana_ms(f.idade_mais_antiga_ms),
+                        humana(limite)
+                    ),
+                });
+            }
+        }
+        (None, None) => {}
+    }
+    let mut por_tipo: BTreeMap<&str, i64> = BTreeMap::new();
+    for t in &tentativas {
+        let maximo = por_tipo.entry(&t.tipo).or_default();
+        *maximo = (*maximo).max(t.tentativas);
+    }
+    match args.max_attempts {
+        None => {
+            if let Some((tipo, maximo)) = por_tipo.iter().max_by_key(|(_, m)| **m) {
+                d.notas.push(format!(
+                    "most attempts of a message in the saída: {maximo} (tipo `{tipo}`); \
+                     --max-attempts makes more a problem"
+                ));
+            }
+        }
+        Some(limite) => {
+            for (tipo, maximo) in por_tipo.iter().filter(|(_, m)| **m > limite) {
+                let linhas: i64 = tentativas
+                    .iter()
+                    .filter(|t| t.tipo == *tipo && t.tentativas > limite)
+                    .map(|t| t.mensagens)
+                    .sum();
+                d.problemas.push(Problema {
+                    codigo: Codigo::TentativasDemais,
+                    tipo: Some((*tipo).to_owned()),
+                    apps: donos(vivos, tipo),
+                    mensagem: format!(
+                        "{linhas} message(s) of tipo `{tipo}` attempted more than {limite} times \
+                         (at most {maximo}): every attempt failed; the relay's WARN lines and \
+                         `mensageria status` say why"
+                    ),
+                });
+            }
+        }
     }
     Ok(())
 }

@@ -281,3 +281,49 @@ nos_dois_bancos! {
         assert!(texto.ends_with("1 problem(s) found\n"), "{texto}");
     }
 }
+
+nos_dois_bancos! {
+    /// The trial's mis-pointed destination: a dead letter and a message retried for 25 s, on a
+    /// schema whose apps are all fine. Without thresholds doctor stays healthy but says what it
+    /// saw; with them (what a deploy pipeline passes) each breach is a problem and exit 1.
+    async fn doctor_com_limites_de_mortas_idade_e_tentativas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        plantar_app(&db, "emissor", "a.um", 0).await;
+        plantar_saida(&db, "a.um", 3, 25_000, false).await;
+        plantar_saida(&db, "a.um", 0, 1_000, false).await;
+        crate::comum::plantar_morta(&db, "a.um", "{}").await;
+
+        let d = diagnosticar(&db, &["--retencao", "30d"], 0);
+        let notas: Vec<&str> = d["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert!(notas.iter().any(|n| n.starts_with("1 dead letter(s)") && n.contains("--max-dead-letters")), "{d:#}");
+        assert!(notas.iter().any(|n| n.starts_with("oldest message in the saída") && n.contains("--max-pending-age")), "{d:#}");
+        assert!(notas.iter().any(|n| n.starts_with("most attempts of a message in the saída: 3") && n.contains("--max-attempts")), "{d:#}");
+
+        let d = diagnosticar(
+            &db,
+            &["--retencao", "30d", "--max-dead-letters", "0", "--max-pending-age", "20s", "--max-attempts", "2"],
+            1,
+        );
+        assert_eq!(
+            problemas(&d),
+            vec![
+                (s("dead-letters"), s("a.um"), vec![]),
+                (s("pending-too-old"), s("a.um"), vec![s("emissor")]),
+                (s("too-many-attempts"), s("a.um"), vec![s("emissor")]),
+            ],
+            "{d:#}"
+        );
+        let velha = d["problems"].as_array().unwrap().iter().find(|p| p["code"] == "pending-too-old").unwrap();
+        assert!(velha["message"].as_str().unwrap().contains("over the limit of 20s"), "{velha}");
+
+        // Thresholds that are not breached: healthy.
+        diagnosticar(
+            &db,
+            &["--retencao", "30d", "--max-dead-letters", "1", "--max-pending-age", "1m", "--max-attempts", "3"],
+            0,
+        );
+        // The human report has one PROBLEM line per breach.
+        let humano = db.mensageria(&["doctor", "--max-dead-letters", "0"]).assert().code(1);
+        assert!(stdout(&humano).lines().any(|l| l.starts_with("PROBLEM  1 dead letter(s) of tipo `a.um`")), "{}", stdout(&humano));
+    }
+}
