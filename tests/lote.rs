@@ -62,6 +62,64 @@ async fn versao_lite(tx: &mut Transaction<'_, Sqlite>, evento: Item) -> Result<(
     aplicar(tx, evento).await
 }
 
+/// An event of the counted receptors: `falha` makes its run panic or reject it for good.
+#[derive(Deserialize)]
+struct ItemContado {
+    chave: String,
+    #[serde(default)]
+    falha: Option<String>,
+}
+
+/// Runs of the counted receptors' function, per natural key (one map per backend, since the
+/// two tests run at the same time).
+type Execucoes = std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, usize>>>;
+static EXECUCOES_PG: Execucoes = std::sync::LazyLock::new(Default::default);
+static EXECUCOES_LITE: Execucoes = std::sync::LazyLock::new(Default::default);
+
+/// The counted effect: counts the run, writes the effect, then fails as the event says.
+async fn aplicar_contado<DB: Sql>(
+    tx: &mut Transaction<'_, DB>,
+    item: ItemContado,
+    execucoes: &Execucoes,
+) -> Result<(), Rejeicao>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    *execucoes
+        .lock()
+        .unwrap()
+        .entry(item.chave.clone())
+        .or_default() += 1;
+    sqlx::query("INSERT INTO efeito (chave, versao) VALUES ($1, $2)")
+        .bind(item.chave.clone())
+        .bind(0_i64)
+        .execute(&mut **tx)
+        .await?;
+    match item.falha.as_deref() {
+        Some("panico") => panic!("o receptor entrou em pânico"),
+        Some("recusar") => Err(Rejeicao::permanente("evento recusado")),
+        _ => Ok(()),
+    }
+}
+
+#[receptor(tipo = "teste.lote-contado", chave_natural = evento.chave)]
+async fn contado_pg(
+    tx: &mut Transaction<'_, Postgres>,
+    evento: ItemContado,
+) -> Result<(), Rejeicao> {
+    aplicar_contado(tx, evento, &EXECUCOES_PG).await
+}
+
+#[receptor(tipo = "teste.lote-contado-lite", chave_natural = evento.chave)]
+async fn contado_lite(
+    tx: &mut Transaction<'_, Sqlite>,
+    evento: ItemContado,
+) -> Result<(), Rejeicao> {
+    aplicar_contado(tx, evento, &EXECUCOES_LITE).await
+}
+
 struct Receptor {
     url: String,
     cliente: reqwest::Client,
@@ -180,6 +238,60 @@ nos_dois_bancos! {
             assert_eq!(resultado, esperado, "event {n}, sent again");
         }
         assert_eq!(efeitos(&db.pool).await.len(), 61);
+    }
+}
+
+nos_dois_bancos! {
+    /// 128 good events and 64 panicking and 64 rejected ones in one batch, interleaved and then
+    /// the good ones first: the receptor's function runs at most twice per event (issue 25: it
+    /// ran once more for every earlier event after each failure, 8,512 times interleaved and
+    /// 16,640 good first; now 257 and 384), every good event is applied once and every failing
+    /// one answered with its own outcome.
+    async fn lote_com_metade_falhando_roda_cada_evento_no_maximo_duas_vezes(db) {
+        let tipo = tipo_de(&db.pool, "teste.lote-contado");
+        let execucoes = if e_postgres(&db.pool) { &EXECUCOES_PG } else { &EXECUCOES_LITE };
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        // What event `n` of a layout does: `None` applies, `Some(falha)` fails.
+        let intercalados = |n: usize| [None, Some("panico"), None, Some("recusar")][n % 4];
+        let bons_primeiro = |n: usize| match n {
+            0..128 => None,
+            _ if n % 2 == 0 => Some("panico"),
+            _ => Some("recusar"),
+        };
+        let layouts: [(&str, &dyn Fn(usize) -> Option<&'static str>); 2] =
+            [("interleaved", &intercalados), ("good first", &bons_primeiro)];
+        let mut esperados: Vec<String> = Vec::new();
+        for (layout, falha_de) in layouts {
+            execucoes.lock().unwrap().clear();
+            let chave = |n: usize| format!("{}{n:03}", &layout[..1]);
+            let itens: Vec<Value> = (0..256)
+                .map(|n| json!({ "chave": chave(n), "falha": falha_de(n) }))
+                .collect();
+            let inicio = std::time::Instant::now();
+            let resultados = receptor.lote(&itens).await;
+            let tempo = inicio.elapsed();
+            let por_chave = execucoes.lock().unwrap().clone();
+            let total: usize = por_chave.values().sum();
+            let banco = if e_postgres(&db.pool) { "PostgreSQL" } else { "SQLite" };
+            eprintln!("{banco}, {layout}, 128 good + 128 failing: {total} receptor runs in {tempo:?}");
+            for (n, resultado) in resultados.iter().enumerate() {
+                let esperado = match falha_de(n) {
+                    Some("panico") => "panic",
+                    Some(_) => "rejected",
+                    None => "applied",
+                };
+                assert_eq!(resultado, esperado, "{layout}: event {n}");
+            }
+            assert!(total <= 2 * 256, "{layout}: {total} runs of the receptor for 256 events");
+            let mais_que_duas: Vec<_> = por_chave.iter().filter(|&(_, &n)| n > 2).collect();
+            assert!(mais_que_duas.is_empty(), "{layout}: run more than twice: {mais_que_duas:?}");
+            assert_eq!(por_chave.len(), 256, "{layout}: every event's function ran");
+            esperados.extend((0..256).filter(|&n| falha_de(n).is_none()).map(chave));
+            esperados.sort();
+            let aplicados: Vec<String> = efeitos(&db.pool).await.into_iter().map(|(c, _)| c).collect();
+            assert_eq!(aplicados, esperados, "{layout}: each good event applied once, no failing one");
+        }
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_recebidas").await, 256);
     }
 }
 

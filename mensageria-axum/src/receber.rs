@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 use mensageria_core::correlacao;
 use mensageria_core::operacoes::{self, Recebida};
+use mensageria_core::sqlx::Transaction;
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -112,7 +113,7 @@ async fn responder<R: Receptor>(
 }
 
 /// What the transaction came to when it committed.
-enum Resultado {
+pub(crate) enum Resultado {
     /// First arrival (or newer version): the effect was applied and committed.
     Aplicado,
     /// Seen before (or an equal/older version): nothing was done.
@@ -153,20 +154,32 @@ pub(crate) async fn ler_corpo(
         })
 }
 
-/// Step 5: dedup and effect, in one transaction; the receptor's refusal or panic rolls both
-/// back.
+/// Step 5: dedup and effect, in one transaction of the pool; the receptor's refusal or panic
+/// rolls both back.
 async fn aplicar<R: Receptor>(
     estado: &Estado<R::Banco>,
     recebida: Recebida<'_>,
     evento: R::Evento,
     correlacao_id: String,
 ) -> Result<Resultado, Desfecho> {
-    let mut tx = estado.pool.begin().await.map_err(indisponivel)?;
+    let tx = estado.pool.begin().await.map_err(indisponivel)?;
+    aplicar_em::<R>(tx, recebida, evento, correlacao_id).await
+}
+
+/// The dedup record and the effect of one event in `tx`, committed together or not at all: a
+/// transaction of the pool (the single route) or a savepoint of a batch's transaction (a batch's
+/// round after a failure, see `lote.rs`). The one copy of this step.
+pub(crate) async fn aplicar_em<R: Receptor>(
+    mut tx: Transaction<'_, R::Banco>,
+    recebida: Recebida<'_>,
+    evento: R::Evento,
+    correlacao_id: String,
+) -> Result<Resultado, Desfecho> {
     match operacoes::registrar_recebida::<R::Banco>(&mut *tx, recebida).await {
         Ok(true) => {}
         Ok(false) => {
             // Nothing was written: no commit to wait for. The rollback is queued and leaves
-            // with the connection's release, off this request's path.
+            // with the connection's release (or the batch's next statement), off this path.
             drop(tx);
             tracing::info!("mensageria receptor: duplicate, nothing applied");
             return Ok(Resultado::Duplicado);
