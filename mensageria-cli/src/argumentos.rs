@@ -51,7 +51,10 @@ pub(crate) enum Comando {
     /// The columns: PENDING, rows waiting for a relay (due now, or scheduled for a retry) and
     /// not leased; IN FLIGHT, rows a relay has leased and is delivering right now; BLOCKED, rows
     /// of an ordering key waiting behind a dead letter of their key (the relay's default policy
-    /// holds them until that letter is replayed or discarded: `mortas listar --tipo`); OLDEST, the
+    /// holds them until that letter is replayed or discarded: `mortas listar --tipo`); HELD, rows
+    /// of an ordering key waiting behind the key's head when that head is a row of another tipo
+    /// (keys are shared by every tipo and app of the schema: `doctor` names the head's tipo,
+    /// `ordem mostrar <key>` shows the key's queue); OLDEST, the
     /// age of the oldest message of the tipo still in the saída; ATTEMPTS, the saída's rows per
     /// number of attempts so far, as `range:rows` (`2-4:1` is one message that has been tried
     /// 2 to 4 times; the ranges are 0, 1, 2-4, 5-9, 10-24 and 25+, empty ones left out); DEAD,
@@ -64,6 +67,12 @@ pub(crate) enum Comando {
         /// What to do with them.
         #[command(subcommand)]
         acao: AcaoMortas,
+    },
+    /// Ordering keys: who holds a key and who waits behind it.
+    Ordem {
+        /// What to do.
+        #[command(subcommand)]
+        acao: AcaoOrdem,
     },
     /// Delete the receptores' dedup records older than the retention, in batches.
     Purgar(ArgsPurgar),
@@ -111,6 +120,26 @@ pub(crate) enum AcaoApps {
         /// Do not ask: yes, remove it.
         #[arg(long, short = 'y')]
         yes: bool,
+    },
+}
+
+/// `mensageria ordem ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AcaoOrdem {
+    /// One ordering key's messages, saída and dead letters, in the key's order: the head (the
+    /// message every later one waits for) first, then the rest, each with its tipo, state
+    /// (`in-flight`, `due`, `retrying`, `waiting`, `dead`), attempts, the apps that claim its
+    /// tipo and its last error.
+    ///
+    /// Keys are shared by every tipo and app of the schema: a head of another tipo holds the
+    /// key's later messages until it is delivered, and a dead head until it is replayed or
+    /// discarded (`mortas reenfileirar` / `mortas descartar`, under the relay's default policy).
+    Mostrar {
+        /// The ordering key, exactly as the sender gave it (`pedido:42`).
+        chave: String,
+        /// At most this many messages.
+        #[arg(long, default_value_t = 100)]
+        limite: i64,
     },
 }
 

@@ -105,6 +105,10 @@ enum Codigo {
     /// A message attempted more than `--max-attempts` times.
     #[serde(rename = "too-many-attempts")]
     TentativasDemais,
+    /// Rows held behind their ordering key's head of another tipo that will not move on its
+    /// own (no live app claims its tipo, or it is a dead letter).
+    #[serde(rename = "held-by-other-tipo")]
+    RetidasPorOutroTipo,
 }
 
 impl Relatorio for Diagnostico {
@@ -186,6 +190,7 @@ pub(crate) async fn executar(
     let com_instancias = aplicada.is_some_and(|v| v >= VERSAO_DAS_INSTANCIAS);
     let claimants = verificar_apps(conexao, &args, com_instancias, &mut d).await?;
     verificar_limites(conexao, &args, &claimants, &mut d).await?;
+    verificar_retidas(conexao, &claimants, &mut d).await?;
     verificar_retencao(&args, &mut d);
     Ok(concluir(d, json))
 }
@@ -485,6 +490,62 @@ async fn verificar_limites(
                 });
             }
         }
+    }
+    Ok(())
+}
+
+/// Rows held behind the head of their ordering key when that head is of another tipo: keys are
+/// shared by every tipo and app of the schema, so another app's key with the same text holds
+/// ours. A problem when the head will not move on its own (no live app claims its tipo, or it
+/// is a dead letter), a note otherwise; either way it names the head's tipo and one key.
+async fn verificar_retidas(
+    conexao: &Conexao,
+    vivos: &Vivos,
+    d: &mut Diagnostico,
+) -> Result<(), ErroCli> {
+    let retidas = nos_dois!(conexao, pool => operacoes::retidas(pool).await?);
+    for r in retidas {
+        let (tipo, cabeca, chave) = (&r.tipo, &r.tipo_da_cabeca, &r.exemplo);
+        let quantas = format!(
+            "{} row(s) of tipo `{tipo}` wait behind the head of their ordering key, a {} of tipo \
+             `{cabeca}` ({} key(s), e.g. `{chave}`)",
+            r.linhas,
+            if r.cabeca_morta {
+                "dead letter"
+            } else {
+                "message"
+            },
+            r.chaves
+        );
+        let ver = format!(
+            "ordering keys are shared by every tipo and app of the schema, so a key text used by \
+             two apps orders their messages together; `mensageria ordem mostrar {chave}` shows \
+             the key's queue"
+        );
+        let donos_da_cabeca = donos(vivos, cabeca);
+        let mensagem = if r.cabeca_morta {
+            format!(
+                "{quantas}: the relay's default policy holds a key behind its dead letter until \
+                 it is replayed or discarded (`mensageria mortas listar --tipo {cabeca}`); {ver}"
+            )
+        } else if donos_da_cabeca.is_empty() {
+            format!(
+                "{quantas}, which no live app claims: they will not move until that message is \
+                 delivered or removed; {ver}"
+            )
+        } else {
+            d.notas.push(format!(
+                "{quantas}, claimed by {}: they go once it is delivered; {ver}",
+                donos_da_cabeca.join(", ")
+            ));
+            continue;
+        };
+        d.problemas.push(Problema {
+            codigo: Codigo::RetidasPorOutroTipo,
+            tipo: Some(tipo.clone()),
+            apps: donos(vivos, tipo),
+            mensagem,
+        });
     }
     Ok(())
 }

@@ -8,12 +8,13 @@
 //! mensageria doctor --retencao 30d   # exit 1 when it finds a problem
 //! mensageria apps listar
 //! mensageria apps remover emissor-antigo --yes
+//! mensageria ordem mostrar pedido:42   # who holds an ordering key, who waits behind it
 //! ```
 //!
 //! Every module is one command or one concept: [`argumentos`] (the command line),
 //! [`conexao`] (PostgreSQL or SQLite), [`saida_formatada`] (tables and JSON), [`texto_seguro`]
 //! (what a terminal may be shown), [`duracao`], [`erro`], [`confirmacao`], and the commands
-//! [`schema`], [`status`], [`mortas`], [`purga`], [`doctor`], [`apps`]. The commands hold no
+//! [`schema`], [`status`], [`mortas`], [`ordem`], [`purga`], [`doctor`], [`apps`]. The commands hold no
 //! SQL: they call `mensageria_core::operacoes` and format what it returns.
 
 mod apps;
@@ -24,6 +25,7 @@ mod doctor;
 mod duracao;
 mod erro;
 mod mortas;
+mod ordem;
 mod purga;
 mod saida_formatada;
 mod schema;
@@ -98,6 +100,9 @@ async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
             .await
             .map(|()| Desfecho::Feito),
         Comando::Mortas { acao } => mortas::executar(&conexao, acao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Ordem { acao } => ordem::executar(&conexao, acao, json)
             .await
             .map(|()| Desfecho::Feito),
         Comando::Apps { acao } => apps::executar(&conexao, acao, json)

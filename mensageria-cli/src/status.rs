@@ -43,6 +43,11 @@ struct StatusDoTipo {
     /// relay's default policy until the letter is replayed or discarded).
     #[serde(rename = "blocked")]
     atras_de_morta: i64,
+    /// Rows of an ordering key waiting behind the key's head when that head is a row of another
+    /// tipo (another app's, perhaps): ordering keys are shared by every tipo and app of the
+    /// schema. `mensageria doctor` names the head's tipo, `mensageria ordem mostrar` the key.
+    #[serde(rename = "held")]
+    atras_de_outro_tipo: i64,
     /// Age of the oldest message of the tipo still in the saída (pending or in flight).
     #[serde(rename = "oldest_age_ms")]
     idade_mais_antiga_ms: Option<i64>,
@@ -87,6 +92,7 @@ impl Relatorio for Status {
             "pending",
             "in flight",
             "blocked",
+            "held",
             "oldest",
             "attempts",
             "dead",
@@ -110,6 +116,7 @@ impl Relatorio for Status {
                 t.pendentes.to_string(),
                 t.em_voo.to_string(),
                 t.atras_de_morta.to_string(),
+                t.atras_de_outro_tipo.to_string(),
                 t.idade_mais_antiga_ms
                     .map(humana_ms)
                     .unwrap_or_else(|| "-".into()),
@@ -139,13 +146,14 @@ fn or_traco(texto: String) -> String {
 
 /// Reads the tables and prints the report.
 pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCli> {
-    let (fila, tentativas, mortas, reivindicacoes) = nos_dois!(conexao, pool => {
+    let (fila, tentativas, mortas, reivindicacoes, retidas) = nos_dois!(conexao, pool => {
         mensageria_core::verificar_schema(pool).await?;
         (
             operacoes::fila(pool).await?,
             operacoes::tentativas(pool).await?,
             operacoes::mortas_por_tipo(pool).await?,
             operacoes::reivindicacoes(pool).await?,
+            operacoes::retidas(pool).await?,
         )
     });
     let mut tipos: BTreeMap<String, StatusDoTipo> = BTreeMap::new();
@@ -177,6 +185,10 @@ pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCl
     }
     for m in mortas {
         linha(&mut tipos, &m.tipo).mortas = m.mortas;
+    }
+    // Behind a dead letter of another tipo is already BLOCKED: HELD counts saída heads only.
+    for r in retidas.into_iter().filter(|r| !r.cabeca_morta) {
+        linha(&mut tipos, &r.tipo).atras_de_outro_tipo += r.linhas;
     }
     for r in reivindicacoes {
         linha(&mut tipos, &r.tipo).apps.push(AppDoTipo {

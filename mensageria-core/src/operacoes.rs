@@ -9,6 +9,8 @@
 //! - **Read models** behind `mensageria status`, `doctor` and `apps`: [`fila`], [`tentativas`],
 //!   [`mortas_por_tipo`], [`reivindicacoes`], [`instancias`], [`versao_aplicada`],
 //!   [`versao_esperada`], [`migracoes_falhas`], and [`remover_app`] for a retired app.
+//! - **Ordering keys** (`mensageria ordem mostrar`, `status`, `doctor`): [`fila_da_chave`] (one
+//!   key's queue) and [`retidas`] (rows held behind another tipo's head).
 //! - **The backlog measure** the relay publishes as gauges: [`medir_backlog`].
 //!
 //! Every function reads or writes through the pool it is given, on the database's clock; times
@@ -697,6 +699,116 @@ pub async fn remover_app<DB: Banco>(
             app: app.to_owned(),
             instancias,
         })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ordering keys
+
+/// Rows of one tipo held behind the head of their ordering key when that head is of another
+/// tipo: what [`retidas`] returns per (tipo, head's tipo, head in the dead letters or not).
+///
+/// Ordering keys are shared by every tipo and app of a schema (see [`crate::ordem`]): a key's
+/// head of another tipo (another app's, perhaps) holds these rows until it is delivered, or,
+/// when it is a dead letter, until it is replayed or discarded (under the relay's default
+/// [`OrdemAposMorta::Bloquear`](crate::ordem::OrdemAposMorta)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Retida {
+    /// The tipo of the rows held.
+    pub tipo: String,
+    /// The tipo of the head holding them.
+    pub tipo_da_cabeca: String,
+    /// The head is a dead letter (else a row of the saída).
+    pub cabeca_morta: bool,
+    /// Rows of `tipo` held.
+    pub linhas: i64,
+    /// Keys they belong to.
+    pub chaves: i64,
+    /// One of those keys (the smallest), for `mensageria ordem mostrar`.
+    pub exemplo: String,
+}
+
+/// Rows of the saída held behind the head of their ordering key when that head is of another
+/// tipo, by tipo, head's tipo, then a saída head before a dead one. Rows behind a head of their
+/// own tipo are a key's ordinary queue and are not listed. One scan of the ordered rows.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// for r in mensageria_core::operacoes::retidas(&pool).await? {
+///     println!("{} row(s) of {} wait behind a head of {}", r.linhas, r.tipo, r.tipo_da_cabeca);
+/// }
+/// # Ok(()) }
+/// ```
+#[doc(alias("held", "blocked", "ordering key"))]
+pub async fn retidas<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<Retida>, ErroOperacao> {
+    Ok(DB::retidas(pool).await?)
+}
+
+/// One message of an ordering key's queue: what [`fila_da_chave`] lists, in the key's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PosicaoNaChave {
+    /// Its place in the key's order (`seq_ordem`).
+    pub seq_ordem: i64,
+    /// Its message id.
+    pub id_mensagem: Uuid,
+    /// Its tipo.
+    pub tipo: String,
+    /// It is a dead letter (else a row of the saída).
+    pub morta: bool,
+    /// Attempts so far.
+    pub tentativas: i64,
+    /// Leased right now: a relay is delivering it.
+    pub em_voo: bool,
+    /// The relay instance that leased it last (`app@name`), if one did.
+    pub lease_dono: Option<String>,
+    /// Ms from now until its next attempt (negative: due); `None` for a dead letter.
+    pub proxima_em_ms: Option<i64>,
+    /// Its age, in ms (database clock).
+    pub idade_ms: i64,
+    /// Its last attempt's error, if one failed.
+    pub ultimo_erro: Option<String>,
+    /// The app whose relay dead-lettered it (dead letters only).
+    pub app: Option<String>,
+}
+
+/// One ordering key's queue: what [`fila_da_chave`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FilaDaChave {
+    /// Rows of the key in the saída and the dead letters, all of them.
+    pub total: i64,
+    /// The first ones in the key's order, at most the limit asked for: the first is the head,
+    /// which every later one waits for.
+    pub posicoes: Vec<PosicaoNaChave>,
+}
+
+/// The messages of ordering key `chave`, in the saída and the dead letters, in the key's
+/// order (at most `limite`): who holds the key (the head, first) and who waits behind it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// let fila = mensageria_core::operacoes::fila_da_chave(&pool, "pedido:42", 100).await?;
+/// if let Some(cabeca) = fila.posicoes.first() {
+///     println!("held by {} of tipo {}", cabeca.id_mensagem, cabeca.tipo);
+/// }
+/// assert_eq!(fila.total, 0);
+/// # Ok(()) }
+/// ```
+#[doc(alias("ordering key", "partition", "queue"))]
+pub async fn fila_da_chave<DB: Banco>(
+    pool: &Pool<DB>,
+    chave: &str,
+    limite: i64,
+) -> Result<FilaDaChave, ErroOperacao> {
+    let (posicoes, total) = DB::fila_da_chave(pool, chave, limite.max(0)).await?;
+    Ok(FilaDaChave { total, posicoes })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,16 @@
 //! the saída), one probe of the `(chave_ordem, seq_ordem)` index. Keys are independent: a key
 //! whose head is in flight or retrying never holds back another key. Keys are compared byte for
 //! byte and are shared by every tipo and every app on the schema, so prefix them with what they
-//! identify (`"pedido:42"`).
+//! identify and, when apps share a schema, whose they are (`"faturamento:pedido:42"`).
+//!
+//! **Why the scope is the schema.** One entity's steps are often several tipos (created, then
+//! cancelled): a key shared across tipos keeps them in turn, which a per-tipo scope would lose,
+//! and the saída records a row's tipo, not the app that enqueued it. The price: two apps using
+//! the same key text order their messages together, so another app's stuck head holds yours.
+//! [`operacoes::retidas`](crate::operacoes::retidas) counts such rows (`mensageria status`,
+//! column HELD; `mensageria doctor` names the head's tipo) and
+//! [`operacoes::fila_da_chave`](crate::operacoes::fila_da_chave) lists a key's queue
+//! (`mensageria ordem mostrar <key>`).
 //!
 //! **Dead letters.** [`OrdemAposMorta`], set in the relay's
 //! [`Config::com_ordem_apos_morta`](crate::relay::Config::com_ordem_apos_morta):

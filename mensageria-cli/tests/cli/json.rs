@@ -62,6 +62,7 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "tipos[].pending",
                 "tipos[].in_flight",
                 "tipos[].blocked",
+                "tipos[].held",
                 "tipos[].oldest_age_ms",
                 "tipos[].attempts",
                 "tipos[].attempts[].range",
@@ -107,6 +108,29 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
             conjunto(&["requeued", "message_id", "tipo"]),
         ),
         ("mortas descartar", conjunto(&["discarded", "tipo"])),
+        (
+            "ordem mostrar",
+            conjunto(&[
+                "key",
+                "total",
+                "head",
+                "messages",
+                "messages[].position",
+                "messages[].sequence",
+                "messages[].message_id",
+                "messages[].tipo",
+                "messages[].where",
+                "messages[].state",
+                "messages[].attempts",
+                "messages[].held_by",
+                "messages[].claimed_by",
+                "messages[].leased_by",
+                "messages[].next_attempt_in_ms",
+                "messages[].age_ms",
+                "messages[].last_error",
+                "messages[].app",
+            ]),
+        ),
         (
             "purgar",
             conjunto(&["deleted", "batches", "batch_size", "retention_s"]),
@@ -188,6 +212,13 @@ nos_dois_bancos! {
         vistas.push(("mortas mostrar", chaves_de(&db, &["mortas", "mostrar", &morta])));
         vistas.push(("mortas reenfileirar", chaves_de(&db, &["mortas", "reenfileirar", &morta])));
         vistas.push(("mortas descartar", chaves_de(&db, &["mortas", "descartar", &outra, "--yes"])));
+        let ordenada = plantar_saida(&db, "a.um", 0, 1_000, false).await;
+        let sql = format!(
+            "UPDATE mensageria_saida SET chave_ordem = 'k:1', seq_ordem = 1 WHERE id_mensagem = {}",
+            db.uuid("$1")
+        );
+        db.executar(sql, &[&ordenada.to_string()], "order a row").await;
+        vistas.push(("ordem mostrar", chaves_de(&db, &["ordem", "mostrar", "k:1"])));
         vistas.push(("purgar", chaves_de(&db, &["purgar"])));
         vistas.push(("doctor", {
             let saida = db.mensageria(&["doctor", "--json"]).output().unwrap();

@@ -9,6 +9,7 @@ mod doctor;
 mod erros;
 mod json;
 mod mortas;
+mod ordem;
 mod purgar;
 mod status;
 mod texto_seguro;

@@ -128,6 +128,8 @@ fn a_ajuda_explica_as_colunas() {
     for coluna in [
         "PENDING",
         "IN FLIGHT",
+        "BLOCKED",
+        "HELD",
         "OLDEST",
         "ATTEMPTS",
         "DEAD",

@@ -183,3 +183,76 @@ pub(crate) fn morta<Id>(
         )
         .transpose()
 }
+
+/// `tipo, tipo_da_cabeca, cabeca_morta (0/1), linhas, chaves, exemplo`.
+pub(crate) type LinhaRetida = (String, String, i64, i64, i64, String);
+
+pub(crate) fn retidas(linhas: Vec<LinhaRetida>) -> Vec<crate::operacoes::Retida> {
+    linhas
+        .into_iter()
+        .map(
+            |(tipo, tipo_da_cabeca, morta, linhas, chaves, exemplo)| crate::operacoes::Retida {
+                tipo,
+                tipo_da_cabeca,
+                cabeca_morta: morta != 0,
+                linhas,
+                chaves,
+                exemplo,
+            },
+        )
+        .collect()
+}
+
+/// `seq_ordem, id_mensagem, tipo, morta (0/1), tentativas, em_voo (0/1), lease_dono,
+/// proxima_em_ms (from now; saída only), idade_ms, ultimo_erro, app (dead letters only)`.
+pub(crate) type LinhaDaChave<Id> = (
+    i64,
+    Id,
+    String,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    Option<i64>,
+    i64,
+    Option<String>,
+    Option<String>,
+);
+
+pub(crate) fn fila_da_chave<Id>(
+    linhas: Vec<LinhaDaChave<Id>>,
+    id: impl Fn(Id) -> Result<Uuid, sqlx::Error>,
+) -> Result<Vec<crate::operacoes::PosicaoNaChave>, sqlx::Error> {
+    linhas
+        .into_iter()
+        .map(
+            |(
+                seq_ordem,
+                id_mensagem,
+                tipo,
+                morta,
+                tentativas,
+                em_voo,
+                lease_dono,
+                proxima_em_ms,
+                idade_ms,
+                ultimo_erro,
+                app,
+            )| {
+                Ok(crate::operacoes::PosicaoNaChave {
+                    seq_ordem,
+                    id_mensagem: id(id_mensagem)?,
+                    tipo,
+                    morta: morta != 0,
+                    tentativas,
+                    em_voo: em_voo != 0,
+                    lease_dono,
+                    proxima_em_ms,
+                    idade_ms: idade_ms.max(0),
+                    ultimo_erro,
+                    app,
+                })
+            },
+        )
+        .collect()
+}

@@ -44,6 +44,34 @@ const SQL_TENTATIVAS: &str = "SELECT tipo, CAST(tentativas AS BIGINT), CAST(coun
 const SQL_MORTAS_POR_TIPO: &str = "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
      GROUP BY tipo ORDER BY tipo";
 
+/// How many rows ordering key `$1` has, saída and dead letters (same text on both backends).
+const SQL_TOTAL_DA_CHAVE: &str = "SELECT CAST( \
+         (SELECT count(*) FROM mensageria_saida WHERE chave_ordem = $1) \
+         + (SELECT count(*) FROM mensageria_mortas WHERE chave_ordem = $1) AS BIGINT)";
+
+/// Rows of the saída held behind the head of their ordering key when that head is of another
+/// tipo, grouped by (tipo, head's tipo, head is a dead letter): how many rows, how many keys,
+/// one key. The head is the key's row with the smallest sequence in the saída and the dead
+/// letters (same text on both backends; window functions: SQLite 3.25 on).
+const SQL_RETIDAS: &str = "WITH fila AS ( \
+         SELECT chave_ordem, seq_ordem, tipo, 0 AS morta FROM mensageria_saida \
+         WHERE chave_ordem IS NOT NULL \
+         UNION ALL \
+         SELECT chave_ordem, seq_ordem, tipo, 1 AS morta FROM mensageria_mortas \
+         WHERE chave_ordem IS NOT NULL \
+     ), cabecas AS ( \
+         SELECT chave_ordem, tipo, morta FROM ( \
+             SELECT chave_ordem, tipo, morta, \
+                 row_number() OVER (PARTITION BY chave_ordem ORDER BY seq_ordem) AS n \
+             FROM fila) AS ordenada \
+         WHERE n = 1 \
+     ) \
+     SELECT s.tipo, c.tipo, CAST(c.morta AS BIGINT), CAST(count(*) AS BIGINT), \
+         CAST(count(DISTINCT s.chave_ordem) AS BIGINT), min(s.chave_ordem) \
+     FROM mensageria_saida s JOIN cabecas c ON c.chave_ordem = s.chave_ordem \
+     WHERE s.tipo <> c.tipo \
+     GROUP BY s.tipo, c.tipo, c.morta ORDER BY s.tipo, c.tipo, c.morta";
+
 pub(crate) use interno::{BancoInterno, ConexaoDoBanco, NovaMensagem, Pedido, Reivindicada};
 
 /// What the stores do, one method per statement (or transaction). Crate-private: users name
@@ -385,6 +413,22 @@ pub(crate) mod interno {
             app: &str,
             piso_ms: i64,
         ) -> impl Future<Output = Result<Result<AppRemovido, Vec<String>>, sqlx::Error>> + Send;
+
+        /// Rows of the saída held behind the head of their ordering key when that head is of
+        /// another tipo, grouped (see `SQL_RETIDAS`).
+        fn retidas(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<crate::operacoes::Retida>, sqlx::Error>> + Send;
+
+        /// The rows of ordering key `chave`, saída and dead letters, in the key's order, at most
+        /// `limite`; and how many there are in all.
+        fn fila_da_chave(
+            pool: &Pool<Self>,
+            chave: &str,
+            limite: i64,
+        ) -> impl Future<
+            Output = Result<(Vec<crate::operacoes::PosicaoNaChave>, i64), sqlx::Error>,
+        > + Send;
     }
 }
 

@@ -804,6 +804,52 @@ async fn ouvir(pool: &PgPool) -> sqlx::Error {
         let mut ouvinte = PgListener::connect_with(pool).await?;
         ouvinte.listen(CANAL_NOTIFICACAO).await?;
         // Whatever was inserted while we were not listening is due now.
+    async fn retidas(pool: &PgPool) -> Result<Vec<crate::operacoes::Retida>, sqlx::Error> {
+        let linhas: Vec<linhas::LinhaRetida> = sqlx::query_as(super::SQL_RETIDAS)
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas::retidas(linhas))
+    }
+
+    async fn fila_da_chave(
+        pool: &PgPool,
+        chave: &str,
+        limite: i64,
+    ) -> Result<(Vec<crate::operacoes::PosicaoNaChave>, i64), sqlx::Error> {
+        let linhas: Vec<linhas::LinhaDaChave<uuid::Uuid>> = sqlx::query_as(
+            "SELECT * FROM ( \
+                 SELECT CAST(seq_ordem AS BIGINT) AS seq, id_mensagem, tipo, \
+                     CAST(0 AS BIGINT) AS morta, CAST(tentativas AS BIGINT), \
+                     CAST(CASE WHEN lease_token IS NOT NULL AND lease_ate > now() \
+                         THEN 1 ELSE 0 END AS BIGINT), \
+                     lease_dono, \
+                     CAST(CAST(extract(epoch FROM proxima_tentativa_em) * 1000 AS BIGINT) \
+                         - CAST(extract(epoch FROM now()) * 1000 AS BIGINT) AS BIGINT), \
+                     CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                         - CAST(extract(epoch FROM criada_em) * 1000 AS BIGINT) AS BIGINT), \
+                     ultimo_erro, CAST(NULL AS TEXT) \
+                 FROM mensageria_saida WHERE chave_ordem = $1 \
+                 UNION ALL \
+                 SELECT CAST(seq_ordem AS BIGINT), id_mensagem, tipo, CAST(1 AS BIGINT), \
+                     CAST(tentativas AS BIGINT), CAST(0 AS BIGINT), CAST(NULL AS TEXT), \
+                     CAST(NULL AS BIGINT), \
+                     CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                         - CAST(extract(epoch FROM criada_em) * 1000 AS BIGINT) AS BIGINT), \
+                     ultimo_erro, app \
+                 FROM mensageria_mortas WHERE chave_ordem = $1 \
+             ) AS f ORDER BY seq, morta LIMIT $2",
+        )
+        .bind(chave)
+        .bind(limite)
+        .fetch_all(pool)
+        .await?;
+        let total: i64 = sqlx::query_scalar(super::SQL_TOTAL_DA_CHAVE)
+            .bind(chave)
+            .fetch_one(pool)
+            .await?;
+        Ok((linhas::fila_da_chave(linhas, Ok)?, total))
+    }
+
         crate::relay::acordar();
         loop {
             let aviso = ouvinte.recv().await?;

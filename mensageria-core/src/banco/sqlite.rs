@@ -723,3 +723,44 @@ impl BancoInterno for Sqlite {
 fn uuid_do_texto(texto: &str) -> Result<uuid::Uuid, sqlx::Error> {
     texto.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
 }
+
+    async fn retidas(pool: &SqlitePool) -> Result<Vec<crate::operacoes::Retida>, sqlx::Error> {
+        let linhas: Vec<linhas::LinhaRetida> = sqlx::query_as(super::SQL_RETIDAS)
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas::retidas(linhas))
+    }
+
+    async fn fila_da_chave(
+        pool: &SqlitePool,
+        chave: &str,
+        limite: i64,
+    ) -> Result<(Vec<crate::operacoes::PosicaoNaChave>, i64), sqlx::Error> {
+        let sql = format!(
+            "SELECT * FROM ( \
+                 SELECT seq_ordem AS seq, id_mensagem, tipo, 0 AS morta, tentativas, \
+                     CASE WHEN lease_token IS NOT NULL AND lease_ate > {AGORA} \
+                         THEN 1 ELSE 0 END, \
+                     lease_dono, proxima_tentativa_em - {AGORA}, {AGORA} - criada_em, \
+                     ultimo_erro, NULL \
+                 FROM mensageria_saida WHERE chave_ordem = $1 \
+                 UNION ALL \
+                 SELECT seq_ordem, id_mensagem, tipo, 1, tentativas, 0, NULL, NULL, \
+                     {AGORA} - criada_em, ultimo_erro, app \
+                 FROM mensageria_mortas WHERE chave_ordem = $1 \
+             ) AS f ORDER BY seq, morta LIMIT $2"
+        );
+        let linhas: Vec<linhas::LinhaDaChave<String>> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(chave)
+            .bind(limite)
+            .fetch_all(pool)
+            .await?;
+        let total: i64 = sqlx::query_scalar(super::SQL_TOTAL_DA_CHAVE)
+            .bind(chave)
+            .fetch_one(pool)
+            .await?;
+        Ok((
+            linhas::fila_da_chave(linhas, |id| uuid_do_texto(&id))?,
+            total,
+        ))
+    }
