@@ -59,8 +59,12 @@
 //! the receptor's batch route (`POST {base}/m2m/{tipo}/lote`), and each gets its own outcome
 //! back (applied or duplicate: `Ok`; rejected, invalid payload or key: `Permanente`; the rest:
 //! `Temporaria`). Nothing waits to fill a batch: a delivery that finds its route idle leaves at
-//! once, alone, on the single route; the ones that arrive while a request is out leave together
-//! when it returns, up to [`com_lote_maximo`](Destino::com_lote_maximo) (64). A receptor that
+//! once, alone, on the single route; the ones that start together leave together, up to the
+//! route's limit. That limit follows what the receptor takes: the events that fit a twentieth of
+//! the timeout (500 ms by default) at the pace of the route's last answer, from 2 for a route
+//! not yet measured, doubling at most per answer up to
+//! [`com_lote_maximo`](Destino::com_lote_maximo) (64), lowered at once by a slow answer or a
+//! timeout; a receptor that takes 250 ms per event gets one event per request. A receptor that
 //! answers 404 or 405 on the batch route (an older one) gets one request per event from then on;
 //! a receiver that is not a mensageria receptor
 //! ([`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx)) always does.
@@ -217,7 +221,8 @@ impl Destino {
 
     /// At most `eventos` deliveries of one tipo in one request to the receptor's batch route
     /// (default 64; 0 or 1: one request per event, always). Batches form only from deliveries
-    /// in flight at the same time, never by waiting (see [the module](self#batches)).
+    /// in flight at the same time, never by waiting, and each route's batches stay below this
+    /// as long as the receptor is slow (see [the module](self#batches)).
     pub fn com_lote_maximo(mut self, eventos: usize) -> Self {
         self.lote_maximo = eventos;
         self

@@ -6,8 +6,23 @@
 //! no timer): the deliveries the relay started in the same claim join it meanwhile. Then the
 //! batch closes: alone, its one event goes on the single route (as without batches: same
 //! latency, same CloudEvents request); with company, all go in one request to the batch route,
-//! up to [`Destino::com_lote_maximo`] events. At low rates every delivery goes alone; under load
-//! a claim of 64 due rows becomes a request or two.
+//! up to the route's current limit. At low rates every delivery goes alone; under load a claim
+//! of 128 due rows against a fast receptor becomes a request or two.
+//!
+//! **Batches are sized to what the receptor takes** ([`limite`]). The receptor applies a batch's
+//! events one after the other, so a batch of 64 against a receptor that takes 250 ms per event
+//! would run for 16 s, past the 10 s timeout, and serialize what single requests would have
+//! applied in parallel. Each route therefore has a limit, measured from its answers: the events
+//! that fit a twentieth of the timeout (500 ms by default) at the pace of the last answer,
+//! starting at 2, lowered at once when an answer is slower (a timeout included), raised to at
+//! most twice the answered batch when it is faster, never above [`Destino::com_lote_maximo`].
+//! A slow receptor gets one or two events per request, as many requests at once as the relay
+//! has deliveries in flight; a fast one gets full batches after a few answers. A batch that
+//! times out anyway is every event's temporary failure (the receptor may still apply it), and
+//! its redelivery leaves in batches a twentieth of its size at most, never in the same batch.
+//! The first batch of a route is its probe (does the batch route exist, how long do its events
+//! take): until it is answered, the route's deliveries that would open another batch wait for
+//! that answer (at most the timeout), once per route and destination.
 //!
 //! A receptor without the batch route (an older mensageria, or anything answering 404 or 405
 //! there) is remembered: from then on this destination sends one request per event. A batch
@@ -19,7 +34,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
@@ -33,6 +48,8 @@ use super::{
     tentar_apos,
 };
 use crate::{ContextoEnvio, FalhaEnvio};
+
+mod limite;
 
 /// How much of a batch's answer is read.
 const LIMITE_RESPOSTA_LOTE: usize = 1024 * 1024;
@@ -54,6 +71,8 @@ type Aberto = Arc<Mutex<Vec<Pendente>>>;
 #[derive(Default)]
 pub(super) struct Agrupador {
     abertos: Mutex<HashMap<String, Aberto>>,
+    /// How many events a batch of each route may carry now.
+    limites: limite::Limites,
     /// The receptor has no batch route: one request per event from now on.
     sem_rota_de_lote: AtomicBool,
 }
@@ -107,6 +126,18 @@ impl Drop for Abertura {
     }
 }
 
+/// Where a delivery stands on its route.
+enum Entrada {
+    /// One request of its own, on the single route.
+    Sozinho(Box<RawValue>),
+    /// In an open batch, waiting for its outcome.
+    Juntou(oneshot::Receiver<Result<(), FalhaEnvio>>),
+    /// The opener of a new batch.
+    Abriu(Box<RawValue>, Aberto),
+    /// Not yet: the route's first batch is out; wait for its answer (at most this long).
+    Esperar(Box<RawValue>, tokio::sync::futures::OwnedNotified, Duration),
+}
+
 /// The body of a batch request.
 #[derive(Serialize)]
 struct PedidoLote<'a> {
@@ -142,52 +173,91 @@ impl Destino {
     pub(super) async fn postar_agrupado(
         &self,
         caminho: &str,
-        payload: Box<RawValue>,
+        mut payload: Box<RawValue>,
         ctx: &ContextoEnvio,
     ) -> Result<(), FalhaEnvio> {
-        let Some(agrupador) = self
-            .agrupador
-            .as_ref()
-            .filter(|a| self.lote_maximo > 1 && !a.sem_rota_de_lote.load(Ordering::Relaxed))
-        else {
-            return self.enviar_um(caminho, payload.get().as_bytes(), ctx).await;
-        };
-        // Join the open batch of this route, or open one.
-        let lote = {
-            let mut abertos = agrupador.abertos.lock().expect("open batches");
-            match abertos.get(caminho) {
-                Some(aberto) => {
-                    let (resposta, espera) = oneshot::channel();
-                    let mut juntos = aberto.lock().expect("open batch");
-                    juntos.push(Pendente {
-                        ctx: ctx.clone(),
-                        payload,
-                        resposta,
+        loop {
+            let Some(agrupador) = self
+                .agrupador
+                .as_ref()
+                .filter(|a| self.lote_maximo > 1 && !a.sem_rota_de_lote.load(Ordering::Relaxed))
+            else {
+                return self.enviar_um(caminho, payload.get().as_bytes(), ctx).await;
+            };
+            match self.entrar(agrupador, caminho, payload, ctx) {
+                Entrada::Sozinho(payload) => {
+                    return self.enviar_um_medido(caminho, &payload, ctx).await;
+                }
+                Entrada::Juntou(espera) => {
+                    return espera.await.unwrap_or_else(|_| {
+                        Err(FalhaEnvio::temporaria(
+                            "the batch this delivery joined was dropped before it was answered",
+                        ))
                     });
-                    // Full (the opener counts as one): the next delivery opens another.
-                    if juntos.len() + 1 >= self.lote_maximo {
-                        drop(juntos);
-                        abertos.remove(caminho);
-                    }
-                    Err(espera)
                 }
-                None => {
-                    let aberto = Aberto::default();
-                    abertos.insert(caminho.to_owned(), Arc::clone(&aberto));
-                    Ok((payload, aberto))
+                Entrada::Abriu(payload, aberto) => {
+                    return self.conduzir(caminho, payload, aberto, ctx).await;
+                }
+                Entrada::Esperar(devolvido, avisado, prazo) => {
+                    let _ = tokio::time::timeout(prazo, avisado).await;
+                    payload = devolvido;
                 }
             }
-        };
-        let (payload, aberto) = match lote {
-            Ok(aberto) => aberto,
-            Err(espera) => {
-                return espera.await.unwrap_or_else(|_| {
-                    Err(FalhaEnvio::temporaria(
-                        "the batch this delivery joined was dropped before it was answered",
-                    ))
-                });
+        }
+    }
+
+    /// Joins the open batch of `caminho`, or opens one, or says to go alone or to wait for the
+    /// route's first answer.
+    fn entrar(
+        &self,
+        agrupador: &Agrupador,
+        caminho: &str,
+        payload: Box<RawValue>,
+        ctx: &ContextoEnvio,
+    ) -> Entrada {
+        let limite = agrupador.limites.atual(caminho, self.lote_maximo);
+        if limite <= 1 {
+            return Entrada::Sozinho(payload);
+        }
+        let mut abertos = agrupador.abertos.lock().expect("open batches");
+        if let Some(aberto) = abertos.get(caminho) {
+            let (resposta, espera) = oneshot::channel();
+            let mut juntos = aberto.lock().expect("open batch");
+            juntos.push(Pendente {
+                ctx: ctx.clone(),
+                payload,
+                resposta,
+            });
+            // Full (the opener counts as one): the next delivery opens another.
+            if juntos.len() + 1 >= limite {
+                drop(juntos);
+                abertos.remove(caminho);
             }
-        };
+            return Entrada::Juntou(espera);
+        }
+        match agrupador
+            .limites
+            .abrir(caminho, self.lote_maximo, self.tempo_limite)
+        {
+            limite::Abrir::Sim(limite) if limite <= 1 => Entrada::Sozinho(payload),
+            limite::Abrir::Sim(_) => {
+                let aberto = Aberto::default();
+                abertos.insert(caminho.to_owned(), Arc::clone(&aberto));
+                Entrada::Abriu(payload, aberto)
+            }
+            limite::Abrir::Esperar(avisado, prazo) => Entrada::Esperar(payload, avisado, prazo),
+        }
+    }
+
+    /// The opener of a batch: lets the deliveries started with it join, closes the batch and
+    /// sends it (alone on the single route when nobody joined).
+    async fn conduzir(
+        &self,
+        caminho: &str,
+        payload: Box<RawValue>,
+        aberto: Aberto,
+        ctx: &ContextoEnvio,
+    ) -> Result<(), FalhaEnvio> {
         let abertura = Abertura {
             destino: self.clone(),
             rota: caminho.to_owned(),
@@ -199,7 +269,7 @@ impl Destino {
         let mut juntos = abertura.fechar();
         drop(abertura);
         if juntos.is_empty() {
-            return self.enviar_um(caminho, payload.get().as_bytes(), ctx).await;
+            return self.enviar_um_medido(caminho, &payload, ctx).await;
         }
         // In a task of its own, so that this delivery's timeout does not cut the others' request.
         let (resposta, espera) = oneshot::channel();
@@ -218,6 +288,28 @@ impl Destino {
                 "the batch of this delivery was dropped before it was answered",
             ))
         })
+    }
+
+    /// One request on the single route, its time recorded in the route's batch limit.
+    async fn enviar_um_medido(
+        &self,
+        rota: &str,
+        payload: &RawValue,
+        ctx: &ContextoEnvio,
+    ) -> Result<(), FalhaEnvio> {
+        let inicio = Instant::now();
+        let desfecho = self.enviar_um(rota, payload.get().as_bytes(), ctx).await;
+        self.observar(rota, 1, inicio.elapsed());
+        desfecho
+    }
+
+    /// Records how long a request of `eventos` events on `rota` took (see [`limite`]).
+    fn observar(&self, rota: &str, eventos: usize, levou: Duration) {
+        if let Some(agrupador) = &self.agrupador {
+            agrupador
+                .limites
+                .observar(rota, eventos, levou, self.tempo_limite, self.lote_maximo);
+        }
     }
 
     /// Sends `lote` and answers every delivery in it: the deliveries that gave up meanwhile
@@ -248,16 +340,20 @@ impl Destino {
         }
         let url = self.url_de(&format!("{}/lote", rota.trim_end_matches('/')));
         let exibida = sem_credenciais(&url);
-        match self.pedir_lote(&url, &exibida, &lote).await {
+        let inicio = Instant::now();
+        let respostas = self.pedir_lote(&url, &exibida, &lote).await;
+        if let (Err(Recusa::SemRota), Some(agrupador)) = (&respostas, &self.agrupador) {
+            // Before the observation wakes the deliveries that waited for this answer.
+            agrupador.sem_rota_de_lote.store(true, Ordering::Relaxed);
+        }
+        self.observar(rota, lote.len(), inicio.elapsed());
+        match respostas {
             Ok(desfechos) => {
                 for (pendente, desfecho) in lote.into_iter().zip(desfechos) {
                     let _ = pendente.resposta.send(desfecho);
                 }
             }
             Err(Recusa::SemRota) => {
-                if let Some(agrupador) = &self.agrupador {
-                    agrupador.sem_rota_de_lote.store(true, Ordering::Relaxed);
-                }
                 tracing::info!(
                     url = %exibida,
                     "mensageria: the receptor has no batch route; one request per event from now on"
@@ -294,7 +390,7 @@ impl Destino {
             let (destino, rota) = (self.clone(), rota.to_owned());
             envios.spawn(async move {
                 let desfecho = destino
-                    .enviar_um(&rota, pendente.payload.get().as_bytes(), &pendente.ctx)
+                    .enviar_um_medido(&rota, &pendente.payload, &pendente.ctx)
                     .await;
                 let _ = pendente.resposta.send(desfecho);
             });
