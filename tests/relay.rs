@@ -541,6 +541,12 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
     };
     // Settlements fenced by a token no row holds: they find their row and change nothing.
     let fenced = [(1_i64, -1_i64), (2, -1)];
+    let r::Posse::Tomada { marca, .. } = r::iniciar_instancia(&pool, "app@r", "app", 60_000)
+        .await
+        .unwrap()
+    else {
+        panic!("a new instance name is free");
+    };
     for token in 1..=8 {
         r::reivindicar(&pool, pedido(token)).await.unwrap();
         r::confirmar_lote(&pool, &fenced).await.unwrap();
@@ -548,7 +554,7 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
         r::reagendar(&pool, 1, -1, 1000, "x", true).await.unwrap();
         r::matar(&pool, 1, -1, "x", "app").await.unwrap();
         r::liberar(&pool, 1, -1).await.unwrap();
-        r::bater_instancia(&pool, "app@r", "app", 60_000)
+        r::bater_instancia(&pool, "app@r", "app", marca)
             .await
             .unwrap();
     }
@@ -580,10 +586,10 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
             "matar" => assert!(!r::matar(&pool, 1, -1, "x", "app").await.unwrap()),
             "liberar" => assert!(!r::liberar(&pool, 1, -1).await.unwrap()),
             _ => assert_eq!(
-                r::bater_instancia(&pool, "app@r", "app", 60_000)
+                r::bater_instancia(&pool, "app@r", "app", marca)
                     .await
                     .unwrap(),
-                0
+                r::Batimento::Batido { recuperadas: 0 }
             ),
         }
         let (seq_depois, idx_depois) = varreduras_da_saida(&pool).await;

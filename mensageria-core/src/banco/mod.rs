@@ -72,7 +72,9 @@ const SQL_RETIDAS: &str = "WITH fila AS ( \
      WHERE s.tipo <> c.tipo \
      GROUP BY s.tipo, c.tipo, c.morta ORDER BY s.tipo, c.tipo, c.morta";
 
-pub(crate) use interno::{BancoInterno, ConexaoDoBanco, NovaMensagem, Pedido, Reivindicada};
+pub(crate) use interno::{
+    Batimento, BancoInterno, ConexaoDoBanco, NovaMensagem, Pedido, Posse, Reivindicada,
+};
 
 /// What the stores do, one method per statement (or transaction). Crate-private: users name
 /// [`Banco`] as a bound; the operations they may call are the documented functions of
@@ -181,6 +183,36 @@ pub(crate) mod interno {
         pub bloquear_apos_morta: bool,
     }
 
+    /// What taking an instance name at start found.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Posse {
+        /// The name is this process's.
+        Tomada {
+            /// Identifies this incarnation: every heartbeat must match it.
+            marca: i64,
+            /// Rows a dead earlier holder of the name held, given back.
+            recuperadas: u64,
+        },
+        /// A live process holds the name.
+        Ocupada {
+            /// How long ago its last heartbeat was written.
+            visto_ha_ms: i64,
+        },
+    }
+
+    /// What one heartbeat found.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Batimento {
+        /// Written.
+        Batido {
+            /// Rows of dead siblings given back.
+            recuperadas: u64,
+        },
+        /// Another incarnation holds the name now (this one was taken for dead), or the row is
+        /// gone: nothing was written.
+        Perdida,
+    }
+
     /// The store's statements. Implemented in `postgres.rs` and `sqlite.rs`, which hold every
     /// SQL string of their backend.
     pub trait BancoInterno: sqlx::Database<Connection: ConexaoDoBanco> {
@@ -246,30 +278,35 @@ pub(crate) mod interno {
             lease_ms: i64,
         ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
-        /// Starts (or restarts) relay instance `instancia` of `app`: records it alive, and gives
-        /// back at once the rows an earlier incarnation of the same instance (a stable name that
-        /// restarted) still held. Returns how many rows came back.
+        /// Takes the name `instancia` of `app` for this process, unless a live process holds it:
+        /// the name is free when it is new, or its holder stopped gracefully, or its heartbeat is
+        /// older than the holder's own dead-after period. Taken, it gives back at once the rows a
+        /// dead earlier holder of the name (a stable name that restarted) still held, and
+        /// returns the incarnation's mark, which every heartbeat of this process must match.
         fn iniciar_instancia(
             pool: &Pool<Self>,
             instancia: &str,
             app: &str,
             morta_apos_ms: i64,
-        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+        ) -> impl Future<Output = Result<Posse, sqlx::Error>> + Send;
 
-        /// The instance's heartbeat; also gives back at once the rows held by sibling instances of
-        /// the same app that are dead (no heartbeat for their dead-after period, not stopped).
-        /// Returns how many rows came back.
+        /// The instance's heartbeat, only while the name is still held by the incarnation
+        /// `marca` (else [`Batimento::Perdida`], nothing written); also gives back at once the
+        /// rows held by sibling instances of the same app that are dead (no heartbeat for their
+        /// dead-after period, not stopped).
         fn bater_instancia(
             pool: &Pool<Self>,
             instancia: &str,
             app: &str,
-            morta_apos_ms: i64,
-        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+            marca: i64,
+        ) -> impl Future<Output = Result<Batimento, sqlx::Error>> + Send;
 
-        /// Records that the instance stopped gracefully (not dead: operators need not look).
+        /// Records that the instance stopped gracefully (not dead: operators need not look),
+        /// if the incarnation `marca` still holds the name.
         fn parar_instancia(
             pool: &Pool<Self>,
             instancia: &str,
+            marca: i64,
         ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
         /// Moves a row to the dead letters, if the lease `token` is still ours.

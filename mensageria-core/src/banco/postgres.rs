@@ -13,7 +13,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::linhas;
-use super::{BancoInterno, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use super::{
+    Batimento, BancoInterno, NovaMensagem, Pedido, Posse, Reivindicada, TABELA_MIGRACOES,
+    ultima_versao,
+};
 use crate::operacoes::{
     AppRemovido, Backlog, FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Recebida,
     Reivindicacao, TentativasDoTipo,
@@ -61,9 +64,6 @@ const SQL_INSERIR_ORDENADA: &str = "WITH trava AS ( \
      INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
      SELECT $1, $2, $3::json, $4, $5, nextval('mensageria_ordem_seq') FROM trava";
 
-/// The group-committed ack: deletes the delivered rows whose lease token is still the one the
-/// delivery held, each pair on its own (one id may come twice, with a stale token and the
-/// owner's); a primary-key probe per pair.
 /// The schema [`Erro::SchemaInexistente`](crate::Erro::SchemaInexistente) suggests creating:
 /// the first one `search_path` names other than `"$user"`, else the user's own.
 fn schema_a_criar(search_path: &str, usuario: &str) -> String {
@@ -75,6 +75,9 @@ fn schema_a_criar(search_path: &str, usuario: &str) -> String {
         .to_owned()
 }
 
+/// The group-committed ack: deletes the delivered rows whose lease token is still the one the
+/// delivery held, each pair on its own (one id may come twice, with a stale token and the
+/// owner's); a primary-key probe per pair.
 ///
 /// Every statement of the relay that touches the saída row by row (this one, [`SQL_RENOVAR`],
 /// [`SQL_REAGENDAR`], `matar`, `liberar`, and the claim) is sent unprepared (`persistent(false)`)
@@ -309,46 +312,73 @@ impl BancoInterno for Postgres {
         instancia: &str,
         app: &str,
         morta_apos_ms: i64,
-    ) -> Result<u64, sqlx::Error> {
-        sqlx::query(
+    ) -> Result<Posse, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        // The row lock of the upsert makes two processes starting under one name take turns.
+        let marca: Option<i64> = sqlx::query_scalar(
             "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (instancia) DO UPDATE SET app = EXCLUDED.app, iniciada_em = now(), \
+             ON CONFLICT (instancia) DO UPDATE SET app = EXCLUDED.app, iniciada_em = \
+                 greatest(clock_timestamp(), mensageria_instancias.iniciada_em \
+                     + interval '1 microsecond'), \
                  visto_em = now(), morta_apos_ms = EXCLUDED.morta_apos_ms, parada_em = NULL, \
-                 recuperada_em = NULL",
+                 recuperada_em = NULL \
+             WHERE mensageria_instancias.parada_em IS NOT NULL \
+                OR mensageria_instancias.visto_em < now() - make_interval( \
+                       secs => mensageria_instancias.morta_apos_ms::float8 / 1000) \
+             RETURNING (extract(epoch FROM iniciada_em) * 1000000)::bigint",
         )
         .bind(instancia)
         .bind(app)
         .bind(morta_apos_ms)
-        .execute(pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        // Rows an earlier incarnation of this instance held: it is gone (we are it).
+        let Some(marca) = marca else {
+            let visto_ha_ms: i64 = sqlx::query_scalar(
+                "SELECT (extract(epoch FROM now() - visto_em) * 1000)::bigint \
+                 FROM mensageria_instancias WHERE instancia = $1",
+            )
+            .bind(instancia)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.rollback().await?;
+            return Ok(Posse::Ocupada { visto_ha_ms });
+        };
+        // Rows a dead earlier holder of the name still held: nobody renews their leases.
         let r = sqlx::query(
             "UPDATE mensageria_saida SET proxima_tentativa_em = now(), lease_dono = NULL, \
                  lease_ate = NULL, lease_token = NULL \
              WHERE lease_dono = $1 AND lease_token IS NOT NULL",
         )
         .bind(instancia)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(r.rows_affected())
+        tx.commit().await?;
+        Ok(Posse::Tomada {
+            marca,
+            recuperadas: r.rows_affected(),
+        })
     }
 
     async fn bater_instancia(
         pool: &PgPool,
         instancia: &str,
         app: &str,
-        morta_apos_ms: i64,
-    ) -> Result<u64, sqlx::Error> {
-        sqlx::query(
-            "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (instancia) DO UPDATE SET visto_em = now(), parada_em = NULL, \
-                 recuperada_em = NULL",
+        marca: i64,
+    ) -> Result<Batimento, sqlx::Error> {
+        let batido = sqlx::query(
+            "UPDATE mensageria_instancias SET visto_em = now(), parada_em = NULL, \
+                 recuperada_em = NULL \
+             WHERE instancia = $1 \
+               AND (extract(epoch FROM iniciada_em) * 1000000)::bigint = $2",
         )
         .bind(instancia)
-        .bind(app)
-        .bind(morta_apos_ms)
+        .bind(marca)
         .execute(pool)
-        .await?;
+        .await?
+        .rows_affected();
+        if batido == 0 {
+            return Ok(Batimento::Perdida);
+        }
         // Two statements in one transaction, the second only when a sibling died: the saída
         // has no index on `lease_dono`, so the take-back scans it, and a heartbeat must not
         // scan the whole backlog every time to find that nobody died.
@@ -365,7 +395,7 @@ impl BancoInterno for Postgres {
         .await?;
         if mortas.is_empty() {
             tx.rollback().await?;
-            return Ok(0);
+            return Ok(Batimento::Batido { recuperadas: 0 });
         }
         let r = sqlx::query(
             "UPDATE mensageria_saida SET proxima_tentativa_em = now(), lease_dono = NULL, \
@@ -376,12 +406,22 @@ impl BancoInterno for Postgres {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(r.rows_affected())
+        Ok(Batimento::Batido {
+            recuperadas: r.rows_affected(),
+        })
     }
 
-    async fn parar_instancia(pool: &PgPool, instancia: &str) -> Result<(), sqlx::Error> {
-        sqlx::query("UPDATE mensageria_instancias SET parada_em = now() WHERE instancia = $1")
-            .bind(instancia)
+    async fn parar_instancia(
+        pool: &PgPool,
+        instancia: &str,
+        marca: i64,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "UPDATE mensageria_instancias SET parada_em = now() WHERE instancia = $1 \
+               AND (extract(epoch FROM iniciada_em) * 1000000)::bigint = $2",
+        )
+        .bind(instancia)
+        .bind(marca)
             .execute(pool)
             .await?;
         Ok(())
@@ -764,46 +804,6 @@ impl BancoInterno for Postgres {
         }))
     }
 
-    async fn escutar(pool: PgPool, cancelar: CancellationToken) {
-        let mut espera = ESCUTA_ESPERA_INICIAL;
-        loop {
-            let inicio = Instant::now();
-            let erro = tokio::select! {
-                _ = cancelar.cancelled() => return,
-                erro = ouvir(&pool) => erro,
-            };
-            if inicio.elapsed() > ESCUTA_ESPERA_MAXIMA {
-                espera = ESCUTA_ESPERA_INICIAL; // it had been listening fine: start over
-            }
-            tracing::warn!(
-                error = %erro,
-                retry_in_ms = espera.as_millis() as u64,
-                "mensageria relay: LISTEN connection lost; polling covers the gap, listening \
-                 again shortly"
-            );
-            tokio::select! {
-                _ = cancelar.cancelled() => return,
-                _ = tokio::time::sleep(espera) => {}
-            }
-            espera = (espera * 2).min(ESCUTA_ESPERA_MAXIMA);
-        }
-    }
-}
-
-/// The channel the saída's trigger notifies; the payload is the saída's schema.
-pub(crate) const CANAL_NOTIFICACAO: &str = "mensageria_saida";
-const ESCUTA_ESPERA_INICIAL: Duration = Duration::from_millis(100);
-const ESCUTA_ESPERA_MAXIMA: Duration = Duration::from_secs(30);
-
-/// Listens until the connection fails; returns why.
-async fn ouvir(pool: &PgPool) -> sqlx::Error {
-    let resultado: Result<Infallible, sqlx::Error> = async {
-        let schema: String = sqlx::query_scalar("SELECT current_schema()")
-            .fetch_one(pool)
-            .await?;
-        let mut ouvinte = PgListener::connect_with(pool).await?;
-        ouvinte.listen(CANAL_NOTIFICACAO).await?;
-        // Whatever was inserted while we were not listening is due now.
     async fn retidas(pool: &PgPool) -> Result<Vec<crate::operacoes::Retida>, sqlx::Error> {
         let linhas: Vec<linhas::LinhaRetida> = sqlx::query_as(super::SQL_RETIDAS)
             .fetch_all(pool)
@@ -850,6 +850,46 @@ async fn ouvir(pool: &PgPool) -> sqlx::Error {
         Ok((linhas::fila_da_chave(linhas, Ok)?, total))
     }
 
+    async fn escutar(pool: PgPool, cancelar: CancellationToken) {
+        let mut espera = ESCUTA_ESPERA_INICIAL;
+        loop {
+            let inicio = Instant::now();
+            let erro = tokio::select! {
+                _ = cancelar.cancelled() => return,
+                erro = ouvir(&pool) => erro,
+            };
+            if inicio.elapsed() > ESCUTA_ESPERA_MAXIMA {
+                espera = ESCUTA_ESPERA_INICIAL; // it had been listening fine: start over
+            }
+            tracing::warn!(
+                error = %erro,
+                retry_in_ms = espera.as_millis() as u64,
+                "mensageria relay: LISTEN connection lost; polling covers the gap, listening \
+                 again shortly"
+            );
+            tokio::select! {
+                _ = cancelar.cancelled() => return,
+                _ = tokio::time::sleep(espera) => {}
+            }
+            espera = (espera * 2).min(ESCUTA_ESPERA_MAXIMA);
+        }
+    }
+}
+
+/// The channel the saída's trigger notifies; the payload is the saída's schema.
+pub(crate) const CANAL_NOTIFICACAO: &str = "mensageria_saida";
+const ESCUTA_ESPERA_INICIAL: Duration = Duration::from_millis(100);
+const ESCUTA_ESPERA_MAXIMA: Duration = Duration::from_secs(30);
+
+/// Listens until the connection fails; returns why.
+async fn ouvir(pool: &PgPool) -> sqlx::Error {
+    let resultado: Result<Infallible, sqlx::Error> = async {
+        let schema: String = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(pool)
+            .await?;
+        let mut ouvinte = PgListener::connect_with(pool).await?;
+        ouvinte.listen(CANAL_NOTIFICACAO).await?;
+        // Whatever was inserted while we were not listening is due now.
         crate::relay::acordar();
         loop {
             let aviso = ouvinte.recv().await?;

@@ -11,7 +11,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Executor, Sqlite, SqlitePool};
 
 use super::linhas;
-use super::{BancoInterno, NovaMensagem, Pedido, Reivindicada, TABELA_MIGRACOES, ultima_versao};
+use super::{
+    Batimento, BancoInterno, NovaMensagem, Pedido, Posse, Reivindicada, TABELA_MIGRACOES,
+    ultima_versao,
+};
 use crate::operacoes::{
     AppRemovido, Backlog, FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Recebida,
     Reivindicacao, TentativasDoTipo,
@@ -247,19 +250,35 @@ impl BancoInterno for Sqlite {
         instancia: &str,
         app: &str,
         morta_apos_ms: i64,
-    ) -> Result<u64, sqlx::Error> {
+    ) -> Result<Posse, sqlx::Error> {
+        let mut tx = pool.begin().await?;
         let sql = format!(
             "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (instancia) DO UPDATE SET app = excluded.app, iniciada_em = {AGORA}, \
+             ON CONFLICT (instancia) DO UPDATE SET app = excluded.app, \
+                 iniciada_em = max({AGORA}, mensageria_instancias.iniciada_em + 1), \
                  visto_em = {AGORA}, morta_apos_ms = excluded.morta_apos_ms, parada_em = NULL, \
-                 recuperada_em = NULL"
+                 recuperada_em = NULL \
+             WHERE mensageria_instancias.parada_em IS NOT NULL \
+                OR mensageria_instancias.visto_em < {AGORA} - mensageria_instancias.morta_apos_ms \
+             RETURNING iniciada_em"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
+        let marca: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .bind(instancia)
             .bind(app)
             .bind(morta_apos_ms)
-            .execute(pool)
+            .fetch_optional(&mut *tx)
             .await?;
+        let Some(marca) = marca else {
+            let sql = format!(
+                "SELECT {AGORA} - visto_em FROM mensageria_instancias WHERE instancia = $1"
+            );
+            let visto_ha_ms: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .bind(instancia)
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.rollback().await?;
+            return Ok(Posse::Ocupada { visto_ha_ms });
+        };
         let sql = format!(
             "UPDATE mensageria_saida SET proxima_tentativa_em = {AGORA}, lease_dono = NULL, \
                  lease_ate = NULL, lease_token = NULL \
@@ -267,29 +286,37 @@ impl BancoInterno for Sqlite {
         );
         let r = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(instancia)
-            .execute(pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(r.rows_affected())
+        tx.commit().await?;
+        Ok(Posse::Tomada {
+            marca,
+            recuperadas: r.rows_affected(),
+        })
     }
 
     async fn bater_instancia(
         pool: &SqlitePool,
         instancia: &str,
         app: &str,
-        morta_apos_ms: i64,
-    ) -> Result<u64, sqlx::Error> {
+        marca: i64,
+    ) -> Result<Batimento, sqlx::Error> {
         let mut tx = pool.begin().await?;
         let sql = format!(
-            "INSERT INTO mensageria_instancias (instancia, app, morta_apos_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (instancia) DO UPDATE SET visto_em = {AGORA}, parada_em = NULL, \
-                 recuperada_em = NULL"
+            "UPDATE mensageria_instancias SET visto_em = {AGORA}, parada_em = NULL, \
+                 recuperada_em = NULL \
+             WHERE instancia = $1 AND iniciada_em = $2"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
+        let batido = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(instancia)
-            .bind(app)
-            .bind(morta_apos_ms)
+            .bind(marca)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
+        if batido == 0 {
+            tx.rollback().await?;
+            return Ok(Batimento::Perdida);
+        }
         let sql = format!(
             "UPDATE mensageria_instancias SET recuperada_em = {AGORA} \
              WHERE app = $2 AND instancia <> $1 AND parada_em IS NULL AND recuperada_em IS NULL \
@@ -315,14 +342,21 @@ impl BancoInterno for Sqlite {
                 .rows_affected();
         }
         tx.commit().await?;
-        Ok(recuperadas)
+        Ok(Batimento::Batido { recuperadas })
     }
 
-    async fn parar_instancia(pool: &SqlitePool, instancia: &str) -> Result<(), sqlx::Error> {
-        let sql =
-            format!("UPDATE mensageria_instancias SET parada_em = {AGORA} WHERE instancia = $1");
+    async fn parar_instancia(
+        pool: &SqlitePool,
+        instancia: &str,
+        marca: i64,
+    ) -> Result<(), sqlx::Error> {
+        let sql = format!(
+            "UPDATE mensageria_instancias SET parada_em = {AGORA} \
+             WHERE instancia = $1 AND iniciada_em = $2"
+        );
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(instancia)
+            .bind(marca)
             .execute(pool)
             .await?;
         Ok(())
@@ -717,12 +751,6 @@ impl BancoInterno for Sqlite {
             registros,
         }))
     }
-}
-
-/// A message id stored as text (SQLite has no uuid type).
-fn uuid_do_texto(texto: &str) -> Result<uuid::Uuid, sqlx::Error> {
-    texto.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
-}
 
     async fn retidas(pool: &SqlitePool) -> Result<Vec<crate::operacoes::Retida>, sqlx::Error> {
         let linhas: Vec<linhas::LinhaRetida> = sqlx::query_as(super::SQL_RETIDAS)
@@ -764,3 +792,9 @@ fn uuid_do_texto(texto: &str) -> Result<uuid::Uuid, sqlx::Error> {
             total,
         ))
     }
+}
+
+/// A message id stored as text (SQLite has no uuid type).
+fn uuid_do_texto(texto: &str) -> Result<uuid::Uuid, sqlx::Error> {
+    texto.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}

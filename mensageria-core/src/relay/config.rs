@@ -211,10 +211,16 @@ impl Config {
         self
     }
 
-    /// A stable name for this relay instance (e.g. the pod or host name), unique within the
-    /// app. Rows the instance held when it died are taken back the moment it starts again under
-    /// the same name, instead of when their leases end. Without one, each start is a new random
-    /// instance and its siblings take a dead instance's rows back after half a lease.
+    /// A stable name for this relay instance (e.g. the pod or host name), unique to one process
+    /// of the app. Rows the instance held when it died are taken back when it starts again under
+    /// the same name (once the dead incarnation's heartbeat is half a lease old), instead of
+    /// when their leases end, even with no sibling running. Without one, each start is a new
+    /// random instance and its siblings take a dead instance's rows back after half a lease.
+    ///
+    /// One live process holds a name at a time: a second process started under a name whose
+    /// holder is alive claims nothing and logs an ERROR (again every 30 s) until the holder
+    /// stops or dies, so a name shared by mistake never makes two processes deliver each
+    /// other's messages.
     pub fn com_instancia(mut self, nome: impl Into<String>) -> Self {
         self.instancia = Some(nome.into());
         self

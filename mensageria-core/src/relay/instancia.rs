@@ -8,9 +8,18 @@
 //! A live relay's slow delivery is never taken away; a dead relay's rows come back in seconds.
 //! The task lives inside the relay's loop, so a relay that is aborted (or whose process is
 //! killed) stops renewing at once.
+//!
+//! An instance name is held by one process at a time ([`Nome`]). A process takes it only when
+//! it is new, or its holder stopped gracefully, or its holder's heartbeat is older than `lease / 2`
+//! (dead); taking it gives back the rows the dead holder still held. A second process started
+//! under a live name (two replicas given one `MENSAGERIA_INSTANCE`) is refused: it claims nothing,
+//! logs an ERROR naming the fix, and takes the name only when the holder stops or dies. Every
+//! heartbeat is fenced by the incarnation's mark, so a holder that was taken for dead (paused
+//! for longer than `lease / 2`) learns it has lost the name, stops claiming and says so.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sqlx::Pool;
 use tokio::task::{Id, JoinSet};
@@ -18,6 +27,107 @@ use tokio_util::sync::CancellationToken;
 
 use super::Config;
 use crate::Banco;
+use crate::banco::{Batimento, Posse};
+
+/// Whether this process holds its instance name, and under which incarnation mark.
+#[derive(Clone, Default)]
+pub(crate) struct Nome(Arc<Mutex<Option<i64>>>);
+
+impl Nome {
+    /// The mark of the incarnation holding the name, while this process holds it.
+    pub(crate) fn marca(&self) -> Option<i64> {
+        *self.0.lock().expect("name lock")
+    }
+
+    pub(crate) fn tomado(&self) -> bool {
+        self.marca().is_some()
+    }
+
+    fn definir(&self, marca: Option<i64>) {
+        *self.0.lock().expect("name lock") = marca;
+    }
+}
+
+/// How often a relay refused its name repeats its ERROR.
+const REPETIR_RECUSA: Duration = Duration::from_secs(30);
+
+/// Taking the instance name, and saying why not when a live process holds it.
+pub(crate) struct Tomada {
+    pub(crate) nome: Nome,
+    ultima_recusa: Option<Instant>,
+}
+
+impl Tomada {
+    pub(crate) fn new(nome: Nome) -> Self {
+        Self {
+            nome,
+            ultima_recusa: None,
+        }
+    }
+
+    /// The name was taken by another process: this one holds it no more (and has said so).
+    fn perdeu(&mut self) {
+        self.nome.definir(None);
+        self.ultima_recusa = Some(Instant::now());
+    }
+
+    /// Tries to take the name `instancia` of `config.app`; true when this process holds it now.
+    pub(crate) async fn tentar<DB: Banco>(
+        &mut self,
+        pool: &Pool<DB>,
+        config: &Config,
+        instancia: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let app = &config.app;
+        let morta_apos_ms = i64::try_from(config.morta_apos().as_millis()).unwrap_or(i64::MAX);
+        match DB::iniciar_instancia(pool, instancia, app, morta_apos_ms).await? {
+            Posse::Tomada { marca, recuperadas } => {
+                self.nome.definir(Some(marca));
+                if self.ultima_recusa.take().is_some() {
+                    tracing::warn!(
+                        %app,
+                        %instancia,
+                        recuperadas,
+                        "mensageria relay: the instance name is free again (its other holder \
+                         stopped or died); this relay holds it now and starts claiming"
+                    );
+                } else if recuperadas > 0 {
+                    tracing::info!(
+                        %app,
+                        %instancia,
+                        recuperadas,
+                        "mensageria relay: took back the rows this instance held before it \
+                         restarted"
+                    );
+                }
+                if recuperadas > 0 {
+                    super::acordar();
+                }
+                Ok(true)
+            }
+            Posse::Ocupada { visto_ha_ms } => {
+                let agora = Instant::now();
+                if self
+                    .ultima_recusa
+                    .is_none_or(|antes| agora.duration_since(antes) >= REPETIR_RECUSA)
+                {
+                    tracing::error!(
+                        %app,
+                        %instancia,
+                        heartbeat_ms_ago = visto_ha_ms,
+                        "mensageria relay: another live process holds this instance name, so \
+                         this relay claims nothing until it stops or dies; give every process \
+                         its own name (MENSAGERIA_INSTANCE / Config::com_instancia: e.g. the pod \
+                         name, never a shared or unresolved value), or leave it unset for a \
+                         random one"
+                    );
+                    self.ultima_recusa = Some(agora);
+                }
+                Ok(false)
+            }
+        }
+    }
+}
 
 /// The leases of the deliveries in flight: per delivery task, `(row id, fencing token)`.
 #[derive(Clone, Default)]
@@ -74,10 +184,18 @@ impl Vigia {
         config: Config,
         instancia: String,
         leases: Leases,
+        tomada: Tomada,
     ) -> Self {
         let parar = CancellationToken::new();
         let mut tarefa = JoinSet::new();
-        tarefa.spawn(vigiar::<DB>(pool, config, instancia, leases, parar.clone()));
+        tarefa.spawn(vigiar::<DB>(
+            pool,
+            config,
+            instancia,
+            leases,
+            tomada,
+            parar.clone(),
+        ));
         Self { tarefa, parar }
     }
 
@@ -92,17 +210,18 @@ impl Vigia {
     }
 }
 
-/// Renews the leases in flight and beats the instance's heart until `cancelar`.
+/// Renews the leases in flight and beats the instance's heart until `cancelar`; while the name
+/// is not this process's, tries to take it instead.
 pub(crate) async fn vigiar<DB: Banco>(
     pool: Pool<DB>,
     config: Config,
     instancia: String,
     leases: Leases,
+    mut tomada: Tomada,
     cancelar: CancellationToken,
 ) {
     let passo = config.passo_de_renovacao();
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
-    let morta_apos_ms = i64::try_from(config.morta_apos().as_millis()).unwrap_or(i64::MAX);
     let mut falhas_seguidas = 0_u32;
     loop {
         tokio::select! {
@@ -115,9 +234,26 @@ pub(crate) async fn vigiar<DB: Banco>(
         } else {
             DB::renovar_leases(&pool, &pares, lease_ms).await
         };
-        let batimento = DB::bater_instancia(&pool, &instancia, &config.app, morta_apos_ms).await;
+        let batimento = match tomada.nome.marca() {
+            Some(marca) => DB::bater_instancia(&pool, &instancia, &config.app, marca).await,
+            None => tomada
+                .tentar(&pool, &config, &instancia)
+                .await
+                .map(|_| Batimento::Batido { recuperadas: 0 }),
+        };
         match (renovacao, batimento) {
-            (Ok(renovadas), Ok(recuperadas)) => {
+            (Ok(_), Ok(Batimento::Perdida)) => {
+                falhas_seguidas = 0;
+                tomada.perdeu();
+                tracing::error!(
+                    app = %config.app,
+                    %instancia,
+                    "mensageria relay: another process took this instance name (this one was \
+                     taken for dead: no heartbeat for half a lease); this relay stops claiming \
+                     until the name is free again. Give every process its own name"
+                );
+            }
+            (Ok(renovadas), Ok(Batimento::Batido { recuperadas })) => {
                 falhas_seguidas = 0;
                 relatar_volta(&config.app, renovadas, pares.len(), recuperadas);
             }

@@ -30,7 +30,10 @@
 //! ends (6 s by default; the lease of a delivery still running is renewed every quarter of it),
 //! or sooner: a sibling instance of the same app takes a dead instance's rows back once its
 //! heartbeat is half a lease old, and an instance restarted under the same stable name
-//! ([`Config::com_instancia`]) takes its own back at once. A graceful shutdown records the
+//! ([`Config::com_instancia`]) takes its own back once the earlier incarnation's heartbeat is
+//! that old. A name is held by one live process at a time: a second process started under a
+//! live name claims nothing and logs an ERROR until the holder stops or dies. A graceful
+//! shutdown records the
 //! instance as stopped, so operators can tell it from a dead one. Database errors are retried
 //! with backoff and logged once per period.
 

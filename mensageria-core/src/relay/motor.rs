@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::circuito::{Circuitos, Permissao};
 use super::confirmacoes::Confirmacoes;
 use super::entrega::{EmVoo, Entrega};
-use super::instancia::{Leases, Vigia};
+use super::instancia::{Leases, Nome, Tomada, Vigia};
 use super::{ACORDAR, Config, Modo, Rodada};
 use crate::banco::{Pedido, Reivindicada};
 use crate::enviador::Recursos;
@@ -29,6 +29,8 @@ pub(crate) struct Motor<DB: Banco> {
     pub(crate) prazo_ms: Arc<AtomicU64>,
     /// The id this relay's leases are held under (`app@name`).
     instancia: String,
+    /// Whether this process holds that name (a live process under the same name keeps it).
+    nome: Nome,
     circuitos: Arc<Mutex<Circuitos>>,
     confirmacoes: Arc<Confirmacoes>,
     /// A backlog measurement for the gauges is running.
@@ -50,6 +52,7 @@ impl<DB: Banco> Motor<DB> {
         Self {
             pool,
             instancia: config.id_da_instancia(),
+            nome: Nome::default(),
             config,
             recursos,
             prazo_ms: Arc::new(AtomicU64::new(10_000)),
@@ -242,13 +245,15 @@ impl<DB: Banco> Motor<DB> {
         );
         let leases = Leases::default();
         let mut laco = Laco::new(EmVoo::new(leases.clone()));
-        self.iniciar(&mut laco.banco).await;
+        let mut tomada = Tomada::new(self.nome.clone());
+        self.iniciar(&mut tomada, &mut laco.banco).await;
         // Lease renewal with the instance's heartbeat, through the shutdown's drain (`Vigia`).
         let vigia = Vigia::iniciar::<DB>(
             self.pool.clone(),
             self.config.clone(),
             self.instancia.clone(),
             leases,
+            tomada,
         );
         let mut escuta = JoinSet::new();
         if self.config.notificacoes {
@@ -277,7 +282,11 @@ impl<DB: Banco> Motor<DB> {
         }
         laco.em_voo.colher();
         self.heartbeat(laco).await;
-        let livres = self.config.concorrencia.saturating_sub(laco.em_voo.len());
+        let livres = if self.nome.tomado() {
+            self.config.concorrencia.saturating_sub(laco.em_voo.len())
+        } else {
+            0 // another live process holds this instance name: claim nothing
+        };
         match self.reivindicar_vagas(laco, livres, cancelar).await {
             Depois::Recomecar => {}
             Depois::Esperar { reivindicadas } => {
@@ -287,22 +296,12 @@ impl<DB: Banco> Motor<DB> {
         }
     }
 
-    /// Start: records this instance alive and takes back the rows an earlier incarnation of it
-    /// (same stable name) still held.
-    async fn iniciar(&self, banco: &mut SaudeBanco) {
-        let app = &self.config.app;
-        let morta_apos_ms = i64::try_from(self.config.morta_apos().as_millis()).unwrap_or(i64::MAX);
-        match DB::iniciar_instancia(&self.pool, &self.instancia, app, morta_apos_ms).await {
-            Ok(0) => {}
-            Ok(recuperadas) => {
-                tracing::info!(
-                    %app,
-                    instancia = %self.instancia,
-                    recuperadas,
-                    "mensageria relay: took back the rows this instance held before it restarted"
-                )
-            }
-            Err(erro) => banco.falhou(&erro),
+    /// Start: takes the instance name (and the rows a dead earlier holder of it still held).
+    /// Refused because a live process holds it, the relay runs but claims nothing; the vigia
+    /// tries again at each heartbeat.
+    async fn iniciar(&self, tomada: &mut Tomada, banco: &mut SaudeBanco) {
+        if let Err(erro) = tomada.tentar(&self.pool, &self.config, &self.instancia).await {
+            banco.falhou(&erro);
         }
     }
 
@@ -462,7 +461,11 @@ impl<DB: Banco> Motor<DB> {
             }
         }
         vigia.parar().await;
-        if let Err(erro) = DB::parar_instancia(&self.pool, &self.instancia).await {
+        let parada = match self.nome.marca() {
+            Some(marca) => DB::parar_instancia(&self.pool, &self.instancia, marca).await,
+            None => Ok(()), // the name is another process's: its record is not ours to close
+        };
+        if let Err(erro) = parada {
             tracing::warn!(
                 error = %erro,
                 "mensageria relay: could not record this instance as stopped; operators will see \

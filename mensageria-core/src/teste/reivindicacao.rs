@@ -5,7 +5,7 @@
 use sqlx::Pool;
 
 use crate::Banco;
-pub use crate::banco::interno::{Pedido, Reivindicada};
+pub use crate::banco::interno::{Batimento, Pedido, Posse, Reivindicada};
 
 /// The PostgreSQL claim statement, as the relay runs it (never prepared), for `EXPLAIN`.
 #[cfg(feature = "postgres")]
@@ -70,13 +70,25 @@ pub async fn liberar<DB: Banco>(pool: &Pool<DB>, id: i64, token: i64) -> Result<
     DB::liberar(pool, id, token).await
 }
 
-/// The heartbeat of relay instance `instancia` of `app`: records it alive and takes back the
-/// rows of sibling instances dead for their dead-after period; returns how many came back.
-pub async fn bater_instancia<DB: Banco>(
+/// Takes the name `instancia` of `app` for a relay process (refused while a live process holds
+/// it) and gives back the rows a dead earlier holder held; see [`Posse`].
+pub async fn iniciar_instancia<DB: Banco>(
     pool: &Pool<DB>,
     instancia: &str,
     app: &str,
     morta_apos_ms: i64,
-) -> Result<u64, sqlx::Error> {
-    DB::bater_instancia(pool, instancia, app, morta_apos_ms).await
+) -> Result<Posse, sqlx::Error> {
+    DB::iniciar_instancia(pool, instancia, app, morta_apos_ms).await
+}
+
+/// The heartbeat of relay instance `instancia` of `app` under the incarnation `marca` (from
+/// [`iniciar_instancia`]): records it alive and takes back the rows of sibling instances dead
+/// for their dead-after period; see [`Batimento`].
+pub async fn bater_instancia<DB: Banco>(
+    pool: &Pool<DB>,
+    instancia: &str,
+    app: &str,
+    marca: i64,
+) -> Result<Batimento, sqlx::Error> {
+    DB::bater_instancia(pool, instancia, app, marca).await
 }
