@@ -564,6 +564,52 @@ async fn servir_fecha_conexoes_ociosas_e_pela_metade_enquanto_atende() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servir_atende_com_mais_sockets_calados_que_o_limite() {
+    // The probe: more silent sockets (connected, not a byte sent) than the connection limit
+    // used to hold every slot until the idle timeout (60 s), and legitimate requests got none.
+    let db = PgIsolado::novo().await;
+    preparar(&db.pool).await;
+    let endereco = receptores_com(db.pool.clone(), ConfigReceptor::new([TOKEN]), |servir| {
+        servir
+            .com_maximo_de_conexoes(64)
+            .com_tempo_de_cabecalho(Duration::from_millis(500))
+            .com_tempo_ocioso(Duration::from_secs(60))
+    })
+    .await;
+    let caladas = tokio::task::spawn_blocking(move || {
+        (0..80).map(|_| abrir(endereco, b"")).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let inicio = Instant::now();
+    let mut atendidas = 0;
+    for n in 0..10 {
+        let resposta = http
+            .post(format!("http://{endereco}/m2m/bordas.aviso"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(format!(r#"{{"n":{n}}}"#))
+            .send()
+            .await;
+        if resposta.is_ok_and(|r| r.status() == 200) {
+            atendidas += 1;
+        }
+    }
+    let tempo = inicio.elapsed();
+    println!("80 silent sockets against a limit of 64 (header timeout 500 ms): {atendidas}/10 legitimate requests served in {tempo:?}");
+    assert_eq!(atendidas, 10, "legitimate requests are served during the flood");
+    assert!(tempo < Duration::from_secs(5), "{tempo:?}");
+    drop(caladas);
+    assert_eq!(contar(&db.pool, "SELECT count(*) FROM efeito").await, 10);
+    db.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servir_limita_as_conexoes() {
     let db = PgIsolado::novo().await;
     preparar(&db.pool).await;

@@ -5,11 +5,18 @@
 //! service is reachable by other machines, so [`servir`] closes them:
 //!
 //! - a request whose head has not arrived within the header timeout (10 s by default) closes
-//!   its connection;
+//!   its connection, and so does a new connection that has not sent a whole request head within
+//!   that time, whether it sent some bytes or none at all;
 //! - a connection with no request in flight and no activity for the idle timeout (60 s by
-//!   default, below common load balancers' and clients' idle timeouts) is closed;
+//!   default, below common load balancers' and clients' idle timeouts) is closed; while the
+//!   server is near its connection limit (fewer than an eighth of the slots free), the header
+//!   timeout is the idle timeout too, so idle keep-alives make room for new clients;
 //! - at most `maximo_de_conexoes` (1024 by default) connections are served at once; the next
 //!   ones wait in the listener's backlog until one closes.
+//!
+//! So sockets that connect and say nothing cannot hold the server's slots for longer than the
+//! header timeout: with more such sockets than the limit, legitimate clients are served within
+//! about one header timeout.
 //!
 //! Normal requests keep flowing meanwhile, over HTTP/1.1 (keep-alive) or HTTP/2. The request
 //! timeout itself is the router's (`Config::com_tempo_limite`, 408).
@@ -19,7 +26,7 @@ use std::future::{Future, IntoFuture};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -32,7 +39,7 @@ use tokio::sync::{Semaphore, watch};
 use tower_service::Service;
 
 /// Serves `app` on `ouvinte`, hardened: a request head not received within 10 s closes its
-/// connection, a connection with nothing in flight and no activity for 60 s is closed, and at
+/// connection (also a connection that sent nothing at all), a connection with nothing in flight and no activity for 60 s is closed, and at
 /// most 1024 connections are served at once (the next wait in the listener's backlog); each is
 /// configurable below. Normal requests keep flowing meanwhile, over HTTP/1.1 or HTTP/2. Await
 /// it; with [`com_desligamento`](Servir::com_desligamento) it returns when the signal fires and
@@ -94,7 +101,8 @@ impl std::fmt::Debug for Servir {
 
 impl Servir {
     /// How long a client may take to send a request's head (line and headers) once it started
-    /// one; the connection is closed after it.
+    /// one, and a new connection to send its first whole request head; the connection is closed
+    /// after it. Near the connection limit it is also how long an idle keep-alive may stay.
     pub fn com_tempo_de_cabecalho(mut self, tempo: Duration) -> Self {
         self.limites.cabecalho = tempo.max(Duration::from_millis(1));
         self
@@ -161,8 +169,12 @@ impl Servir {
             };
             let app = app.clone();
             let desligando = desligando.clone();
+            let lotacao = Lotacao {
+                permissoes: Arc::clone(&permissoes),
+                maximo: maximo_de_conexoes,
+            };
             tokio::spawn(async move {
-                conexao(socket, app, limites, desligando).await;
+                conexao(socket, app, limites, lotacao, desligando).await;
                 drop(permissao);
             });
         }
@@ -185,11 +197,26 @@ impl IntoFuture for Servir {
     }
 }
 
-/// When a connection last did something, and how many of its requests are in flight.
+/// How full the server is: the connection slots and how many there are.
+struct Lotacao {
+    permissoes: Arc<Semaphore>,
+    maximo: usize,
+}
+
+impl Lotacao {
+    /// Fewer than an eighth of the slots are free: idle connections must make room.
+    fn quase_cheia(&self) -> bool {
+        self.permissoes.available_permits() < self.maximo.div_ceil(8)
+    }
+}
+
+/// When a connection last did something, how many of its requests are in flight, and whether
+/// it ever sent a whole request head.
 struct Atividade {
     inicio: Instant,
     ultima_ms: AtomicU64,
     em_curso: AtomicUsize,
+    pediu: AtomicBool,
 }
 
 impl Atividade {
@@ -199,6 +226,12 @@ impl Atividade {
 
     fn tocar(&self) {
         self.ultima_ms.store(self.agora_ms(), Ordering::Relaxed);
+    }
+
+    /// Open for `limite` without ever sending a whole request head (silent, or a head that
+    /// trickles in).
+    fn calada(&self, limite: Duration) -> bool {
+        !self.pediu.load(Ordering::Acquire) && self.inicio.elapsed() >= limite
     }
 
     /// Idle for longer than `limite`, with nothing in flight.
@@ -217,6 +250,7 @@ struct EmCurso(Arc<Atividade>);
 impl EmCurso {
     fn new(atividade: &Arc<Atividade>) -> Self {
         atividade.em_curso.fetch_add(1, Ordering::AcqRel);
+        atividade.pediu.store(true, Ordering::Release);
         atividade.tocar();
         Self(Arc::clone(atividade))
     }
@@ -233,6 +267,7 @@ async fn conexao(
     socket: TcpStream,
     app: Router,
     limites: Limites,
+    lotacao: Lotacao,
     mut desligando: watch::Receiver<bool>,
 ) {
     let _ = socket.set_nodelay(true);
@@ -240,6 +275,7 @@ async fn conexao(
         inicio: Instant::now(),
         ultima_ms: AtomicU64::new(0),
         em_curso: AtomicUsize::new(0),
+        pediu: AtomicBool::new(false),
     });
     let servico = {
         let atividade = Arc::clone(&atividade);
@@ -264,7 +300,8 @@ async fn conexao(
     construtor.http2().timer(TokioTimer::new());
     let conexao = construtor.serve_connection(TokioIo::new(socket), servico);
     tokio::pin!(conexao);
-    let passo = (limites.ocioso / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let passo = (limites.ocioso.min(limites.cabecalho) / 4)
+        .clamp(Duration::from_millis(10), Duration::from_secs(1));
     let mut vigia = tokio::time::interval(passo);
     vigia.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut encerrando = false;
@@ -287,7 +324,19 @@ async fn conexao(
                 // Nothing in flight and quiet for too long (an idle keep-alive, a client that
                 // connected and said nothing, or half a request head): dropping the connection
                 // loses no request, since none was handed to the app.
-                if atividade.ociosa(limites.ocioso) {
+                if atividade.calada(limites.cabecalho) {
+                    tracing::debug!(
+                        "mensageria servir: closing a connection that sent no request head within \
+                         the header timeout"
+                    );
+                    return;
+                }
+                let ocioso = if lotacao.quase_cheia() {
+                    limites.ocioso.min(limites.cabecalho)
+                } else {
+                    limites.ocioso
+                };
+                if atividade.ociosa(ocioso) {
                     tracing::debug!("mensageria servir: closing an idle connection");
                     return;
                 }
