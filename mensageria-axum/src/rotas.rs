@@ -23,7 +23,9 @@ use crate::{Config, Estado, Receptor};
 /// `POST {base}/{tipo}`, the OpenAPI document at `GET {openapi}`, a JSON 404 for unknown tipos,
 /// the request timeout and a `tower_http` trace span per request.
 ///
-/// Fails when the configuration does not hang together or two crates register one tipo.
+/// Fails when the configuration does not hang together or two crates register one tipo for this
+/// backend. A binary may hold one receptor of a tipo per backend (e.g. `Postgres` and `Sqlite`):
+/// each backend's router mounts its own.
 #[doc(alias = "routes")]
 pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro> {
     let estado = Estado::new(pool, config)?;
@@ -32,6 +34,14 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
     let mut app = Router::new();
     let mut montados = Vec::new();
     for receptor in registrados() {
+        let Some(rotas) = (receptor.montar)(&estado as &dyn Any) else {
+            tracing::debug!(
+                tipo = receptor.tipo,
+                receptor = %receptor.descricao(),
+                "mensageria: receptor is for another database backend; not mounted on this router"
+            );
+            continue;
+        };
         if let Some(outro) = por_tipo.insert(receptor.tipo, receptor) {
             return Err(ErroConfiguracao::ReceptorDuplicado {
                 tipo: receptor.tipo,
@@ -40,20 +50,11 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
             }
             .into());
         }
-        match (receptor.montar)(&estado as &dyn Any) {
-            Some(rotas) => {
-                let caminho = format!("{}/{}", config.caminho_base, receptor.tipo);
-                app = app
-                    .route(&format!("{caminho}/lote"), rotas.lote)
-                    .route(&caminho, rotas.unica);
-                montados.push(receptor);
-            }
-            None => tracing::warn!(
-                tipo = receptor.tipo,
-                receptor = %receptor.descricao(),
-                "mensageria: receptor is for another database backend; not mounted on this router"
-            ),
-        }
+        let caminho = format!("{}/{}", config.caminho_base, receptor.tipo);
+        app = app
+            .route(&format!("{caminho}/lote"), rotas.lote)
+            .route(&caminho, rotas.unica);
+        montados.push(receptor);
     }
     montados.sort_by_key(|r| r.tipo);
     let documento = crate::openapi::documento(

@@ -64,8 +64,11 @@ pub enum ErroConfiguracao {
         caminho: String,
     },
 
-    /// Two receptores (in different crates of this binary) for one tipo.
-    #[error("tipo `{tipo}` has two receptores: `{primeiro}` and `{segundo}`; keep one")]
+    /// Two receptores (in different crates of this binary) for one tipo on one backend.
+    #[error(
+        "tipo `{tipo}` has two receptores on this database backend: `{primeiro}` and \
+         `{segundo}`; keep one"
+    )]
     ReceptorDuplicado {
         /// The tipo received twice.
         tipo: &'static str,

@@ -4,10 +4,9 @@
 use std::future::Future;
 use std::str::FromStr;
 
-use axum::Router;
 use mensageria_core::Banco;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Encode, Executor, FromRow, IntoArguments, PgPool, Pool, Postgres, Sqlite, Type};
+use sqlx::{Encode, Executor, FromRow, IntoArguments, PgPool, Pool, Type};
 
 use super::Erro;
 use super::emissor::{self, EncerramentoMdfe};
@@ -15,7 +14,7 @@ use super::fiscal;
 
 /// What the demo does with a database, written once for both backends (`$1` placeholders and
 /// `count(*)` read alike in both).
-pub(crate) trait BancoDemo: RouterFiscal {
+pub(crate) trait BancoDemo: Banco {
     /// Migrates the saída and creates the business table.
     fn preparar_emissor(pool: &Pool<Self>) -> impl Future<Output = Result<(), Erro>> + Send;
     /// Migrates the dedup table and creates the effect table.
@@ -35,15 +34,9 @@ pub(crate) trait BancoDemo: RouterFiscal {
     fn efeitos(pool: &Pool<Self>) -> impl Future<Output = Result<Vec<(String, i64)>, Erro>> + Send;
 }
 
-/// The one thing the demo does differently per backend: mounting the fiscal's receptor.
-pub(crate) trait RouterFiscal: Banco {
-    /// The fiscal's router, the receptor at `POST /m2m/demo.encerramento`.
-    fn router_fiscal(pool: Pool<Self>, config: mensageria_axum::Config) -> Result<Router, Erro>;
-}
-
 impl<DB> BancoDemo for DB
 where
-    DB: RouterFiscal<Arguments: IntoArguments<DB>>,
+    DB: Banco<Arguments: IntoArguments<DB>>,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     String: for<'q> Encode<'q, DB> + Type<DB>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
@@ -101,19 +94,6 @@ where
                 .fetch_all(pool)
                 .await?,
         )
-    }
-}
-
-impl RouterFiscal for Sqlite {
-    fn router_fiscal(pool: Pool<Sqlite>, config: mensageria_axum::Config) -> Result<Router, Erro> {
-        // What an app writes: every receptor registered in the binary, for this backend.
-        Ok(mensageria_axum::router(pool, config)?)
-    }
-}
-
-impl RouterFiscal for Postgres {
-    fn router_fiscal(pool: PgPool, config: mensageria_axum::Config) -> Result<Router, Erro> {
-        Ok(fiscal::router_postgres(pool, config)?)
     }
 }
 

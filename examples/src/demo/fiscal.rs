@@ -52,33 +52,14 @@ async fn receber_encerramento(
     aplicar(tx, &evento).await
 }
 
-/// The same receptor on PostgreSQL. One crate registers a tipo once, so this one has a tipo
-/// of its own and is mounted by hand (`mensageria_axum::rota`) at the SQLite one's path.
-#[receptor(tipo = "demo.encerramento-pg", chave_natural = (evento.cnpj, evento.chave_mdfe))]
+/// The same receptor on PostgreSQL: one receptor per tipo and backend, and each backend's
+/// `mensageria_axum::router` mounts its own, so the fiscal is the same one line on both.
+#[receptor(tipo = "demo.encerramento", chave_natural = (evento.cnpj, evento.chave_mdfe))]
 async fn receber_encerramento_pg(
     tx: &mut Transaction<'_, Postgres>,
     evento: EncerramentoMdfe,
 ) -> Result<(), Rejeicao> {
     aplicar(tx, &evento).await
-}
-
-/// The PostgreSQL fiscal's router: the receptor at the path the emissor's `Destino` posts to.
-pub(crate) fn router_postgres(
-    pool: sqlx::PgPool,
-    config: mensageria_axum::Config,
-) -> Result<Router, mensageria_core::Erro> {
-    let estado = mensageria_axum::Estado::new(pool, config)?;
-    Ok(
-        Router::new()
-            .route(
-                "/m2m/demo.encerramento",
-                mensageria_axum::rota::<
-                    ReceptorReceberEncerramentoPg,
-                    mensageria_axum::Estado<Postgres>,
-                >(),
-            )
-            .with_state(estado),
-    )
 }
 
 /// What reached the receptor: ground truth on the receiving side.

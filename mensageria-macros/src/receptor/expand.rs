@@ -43,10 +43,13 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
     });
     let convergente = args.versao.is_some();
     let chamada = quote_spanned!(funcao.sig.span()=> #nome(tx, evento));
+    // One receptor per tipo and backend in a crate: the router of a backend mounts that
+    // backend's receptores, so an app that serves both backends writes one of each.
     let marcador = args.tipo.as_ref().map(|(valor, lit)| {
         let marcador = format_ident!(
-            "__mensageria_tipo_{}_ja_tem_receptor_neste_crate",
+            "__mensageria_tipo_{}_ja_tem_receptor_em_{}_neste_crate",
             crate::tipo::identificador(valor),
+            nome_do_banco(banco),
             span = lit.span()
         );
         quote! {
@@ -122,6 +125,19 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                 }
             }
         };
+    }
+}
+
+/// The backend's type name as written (`sqlx::Postgres` → `Postgres`), for the per-crate marker.
+fn nome_do_banco(banco: &syn::Type) -> String {
+    match banco {
+        syn::Type::Path(caminho) => caminho
+            .path
+            .segments
+            .last()
+            .map(|segmento| segmento.ident.to_string())
+            .unwrap_or_default(),
+        outro => crate::tipo::identificador(&quote!(#outro).to_string()),
     }
 }
 
