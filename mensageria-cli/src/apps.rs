@@ -131,6 +131,29 @@ pub(crate) struct App {
     /// version 2).
     #[serde(rename = "instances")]
     pub(crate) instancias: Vec<InstanciaDoApp>,
+    /// Instances `apps listar` left out of `instances`: they ended (stopped, taken over, or
+    /// dead and replaced) over [`OCULTAR_APOS`] ago (`--all` shows them).
+    #[serde(rename = "hidden_instances")]
+    pub(crate) ocultas: usize,
+}
+
+/// `apps listar` hides the instances that ended longer ago than this, unless `--all`.
+const OCULTAR_APOS_MS: i64 = 86_400_000;
+
+impl App {
+    /// Leaves out of `instancias` those that ended over a day ago (the state was judged with
+    /// them already); counts them in `ocultas`.
+    fn ocultar_encerradas(&mut self) {
+        let antes = self.instancias.len();
+        self.instancias.retain(|i| {
+            let encerrada = matches!(
+                i.estado,
+                EstadoInstancia::Parada | EstadoInstancia::Recuperada
+            ) || (i.estado == EstadoInstancia::Morta && i.substituida);
+            !(encerrada && i.visto_ha_ms > OCULTAR_APOS_MS)
+        });
+        self.ocultas = antes - self.instancias.len();
+    }
 }
 
 /// A tipo an app claims (a row of `mensageria_apps`).
@@ -314,6 +337,7 @@ fn montar(
         pendentes: tipos.iter().map(|t| t.pendentes).sum(),
         tipos,
         instancias: vistas,
+        ocultas: 0,
     }
 }
 
@@ -322,8 +346,11 @@ pub(crate) async fn executar(conexao: &Conexao, acao: AcaoApps, json: bool) -> R
     nos_dois!(conexao, pool => mensageria_core::verificar_schema(pool).await?);
     let silencio_ms = i64::try_from(SILENCIO_PADRAO.as_millis()).unwrap_or(i64::MAX);
     match acao {
-        AcaoApps::Listar => {
-            let apps = panorama(conexao, silencio_ms, true).await?;
+        AcaoApps::Listar { all } => {
+            let mut apps = panorama(conexao, silencio_ms, true).await?;
+            if !all {
+                apps.iter_mut().for_each(App::ocultar_encerradas);
+            }
             imprimir(&Lista { apps }, json);
             Ok(())
         }
@@ -365,6 +392,18 @@ impl Relatorio for Lista {
                     tipos.join(", ")
                 },
             ];
+            if a.instancias.is_empty() && a.ocultas > 0 {
+                tabela.linha(
+                    colunas_do_app.into_iter().chain([
+                        format!("- ({} hidden)", a.ocultas),
+                        "-".to_owned(),
+                        a.visto_ha_ms
+                            .map(|ha| format!("{} ago", humana_ms(ha)))
+                            .unwrap_or_else(|| "-".into()),
+                    ]),
+                );
+                continue;
+            }
             if a.instancias.is_empty() {
                 let visto = a
                     .visto_ha_ms
@@ -394,7 +433,14 @@ impl Relatorio for Lista {
                 ]));
             }
         }
-        tabela.texto()
+        let mut texto = tabela.texto();
+        let ocultas: usize = self.apps.iter().map(|a| a.ocultas).sum();
+        if ocultas > 0 {
+            texto.push_str(&format!(
+                "({ocultas} instance(s) that ended over a day ago hidden; --all shows them)\n"
+            ));
+        }
+        texto
     }
 }
 

@@ -106,7 +106,15 @@ pub(crate) enum AcaoApps {
     /// instances died (a dead instance stops counting, `replaced`, once a newer instance of the
     /// app started after its last heartbeat). An app whose relay predates instances is judged
     /// by its `mensageria_apps` heartbeat (every 15 s): alive, or `silent` after 1 minute.
-    Listar,
+    ///
+    /// Instances that ended (stopped, taken over, or dead and replaced) over a day ago are
+    /// hidden, and counted (`hidden_instances`); --all shows them. The states are judged on
+    /// every instance either way. `apps remover` forgets a retired app's rows.
+    Listar {
+        /// Show every instance, those that ended long ago included.
+        #[arg(long)]
+        all: bool,
+    },
     /// Forget a retired app: delete its rows from `mensageria_apps` and `mensageria_instancias`
     /// (never the saída's nor the dead letters').
     ///

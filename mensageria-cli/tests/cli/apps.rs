@@ -82,7 +82,7 @@ nos_dois_bancos! {
         let emissor = &apps[1];
         assert_eq!(
             chaves(emissor),
-            ["app", "instances", "last_heartbeat_ago_ms", "last_heartbeat_at", "pending", "state", "tipos"]
+            ["app", "hidden_instances", "instances", "last_heartbeat_ago_ms", "last_heartbeat_at", "pending", "state", "tipos"]
         );
         assert!(emissor["last_heartbeat_ago_ms"].as_i64().unwrap() < 10_000, "{emissor:#}");
         assert_eq!(campos(&emissor["tipos"], "tipo"), [json!("a.um"), json!("b.dois")]);
@@ -240,5 +240,44 @@ nos_dois_bancos! {
         assert_eq!(campos(&restantes["apps"], "app"), [json!("emissor"), json!("legado")]);
         assert_eq!(contar(&db.pool, "mensageria_instancias").await, 3);
         assert_eq!(contar(&db.pool, "mensageria_saida").await, 3);
+    }
+}
+
+nos_dois_bancos! {
+    /// Every instance ever started stays in `mensageria_instancias` (a deploy a day, a crash
+    /// loop): `apps listar` hides those that ended (stopped, taken over, or dead and replaced)
+    /// over a day ago, says how many it hid, and shows them with --all. The app's state is still
+    /// judged on every instance.
+    async fn apps_listar_esconde_instancias_encerradas_ha_mais_de_um_dia(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        plantar_app(&db, "diario", "d.um", 1_000).await;
+        plantar_instancia(&db, "diario@hoje", "diario", 500, None, None).await;
+        plantar_instancia(&db, "diario@ontem", "diario", 3_600_000, Some(3_600_000), None).await;
+        for dias in 2..=6 {
+            let ha = dias * 86_400_000;
+            plantar_instancia(&db, &format!("diario@d{dias}"), "diario", ha, Some(ha), None).await;
+        }
+        plantar_instancia(&db, "diario@caiu", "diario", 3 * 86_400_000, None, Some(3 * 86_400_000 - 5_000)).await;
+        // An app whose every instance ended long ago is still listed, as stopped.
+        plantar_instancia(&db, "aposentado@1", "aposentado", 9 * 86_400_000, Some(9 * 86_400_000), None).await;
+
+        let lista = db.json_de(&["apps", "listar"]);
+        let diario = lista["apps"].as_array().unwrap().iter().find(|a| a["app"] == "diario").unwrap();
+        assert_eq!(campos(&diario["instances"], "instance"), [json!("diario@hoje"), json!("diario@ontem")], "{lista:#}");
+        assert_eq!(diario["hidden_instances"], 6);
+        assert_eq!(diario["state"], "alive");
+        let aposentado = lista["apps"].as_array().unwrap().iter().find(|a| a["app"] == "aposentado").unwrap();
+        assert_eq!(aposentado["state"], "stopped");
+        assert_eq!(aposentado["instances"], json!([]));
+        assert_eq!(aposentado["hidden_instances"], 1);
+
+        let todas = db.json_de(&["apps", "listar", "--all"]);
+        let diario = todas["apps"].as_array().unwrap().iter().find(|a| a["app"] == "diario").unwrap();
+        assert_eq!(diario["instances"].as_array().unwrap().len(), 8);
+        assert_eq!(diario["hidden_instances"], 0);
+
+        let texto = stdout(&db.mensageria(&["apps", "listar"]).assert().success());
+        assert!(!texto.contains("diario@d2"), "{texto}");
+        assert!(texto.contains("7 instance(s) that ended over a day ago hidden; --all shows them"), "{texto}");
     }
 }

@@ -178,6 +178,7 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "apps[].instances[].taken_over_at",
                 "apps[].instances[].dead_after_ms",
                 "apps[].instances[].in_flight",
+                "apps[].hidden_instances",
             ]),
         ),
         (
