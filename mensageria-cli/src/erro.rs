@@ -40,6 +40,17 @@ pub(crate) enum ErroCli {
     #[error("{0}")]
     Core(#[from] mensageria_core::Erro),
 
+    /// PostgreSQL without `--schema`, and no mensageria tables in the connection's
+    /// search_path: on a database with a schema per app they are in another schema, and
+    /// `mensageria migrar` would create empty ones here.
+    #[error(
+        "the mensageria schema is missing from this connection's search_path (no \
+         `_mensageria_migrations` table there); if each app keeps its tables in a schema of its \
+         own, pass --schema <name> (or set MENSAGERIA_SCHEMA); run `mensageria migrar` only as \
+         the schema's owner, and only to create the tables in the search_path's first schema"
+    )]
+    SchemaAusenteSemSchema,
+
     /// No dead letter has this message id.
     #[error(
         "no dead letter with message id {id}; `mensageria mortas listar` shows the ones there are"

@@ -89,6 +89,7 @@ async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
     })
     .await?;
     let json = cli.json;
+    let sem_schema = cli.schema.as_deref().is_none_or(|s| s.trim().is_empty());
     let resultado = match cli.comando {
         Comando::Migrar => schema::migrar(&conexao, json)
             .await
@@ -120,6 +121,15 @@ async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
                     Desfecho::Problemas
                 }
             }),
+    };
+    let resultado = match resultado {
+        // PostgreSQL, no --schema: the tables may well be in the app's own schema.
+        Err(ErroCli::Core(mensageria_core::Erro::SchemaAusente { .. }))
+            if sem_schema && matches!(conexao, Conexao::Postgres(_)) =>
+        {
+            Err(ErroCli::SchemaAusenteSemSchema)
+        }
+        outro => outro,
     };
     conexao.fechar().await;
     resultado

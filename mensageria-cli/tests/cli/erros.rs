@@ -247,3 +247,24 @@ async fn migrar_num_schema_inexistente_diz_como_cria_lo() {
     assert!(erro.contains(&format!("CREATE SCHEMA {ausente}")), "{erro}");
     assert!(!erro.contains("no schema has been selected"), "{erro}");
 }
+
+/// A schema-per-app database, `status` run without `--schema`: the tables are not in the
+/// connection's search_path. The error must not only suggest `mensageria migrar` (which would
+/// create empty tables there) but say that `--schema` points at the app's schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sem_schema_no_search_path_sugere_schema() {
+    let db = mensageria_testes::PgIsolado::novo().await;
+    // An empty schema as the connection's search_path, without --schema.
+    let url = format!("{}?options=-c%20search_path%3D{}", database_url(), db.schema);
+    let saida = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
+        .env_remove("DATABASE_URL")
+        .env_remove("MENSAGERIA_SCHEMA")
+        .args(["--database-url", &url, "status"])
+        .assert()
+        .code(1);
+    let erro = stderr(&saida);
+    assert_eq!(erro.lines().count(), 1, "{erro}");
+    assert!(erro.starts_with("mensageria: the mensageria schema is missing"), "{erro}");
+    assert!(erro.contains("--schema"), "{erro}");
+    db.descartar().await;
+}
