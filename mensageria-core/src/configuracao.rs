@@ -16,6 +16,20 @@ pub enum ErroConfiguracao {
     )]
     AppSemNome,
 
+    /// An app or instance name that would not read as one name in a log line or a table.
+    #[error(
+        "the {campo} name {nome:?} {motivo}; use letters, digits and `-_.:@/`, at most 128 \
+         characters (e.g. the service's or pod's name)"
+    )]
+    NomeInvalido {
+        /// `app` or `instance`.
+        campo: &'static str,
+        /// The name given, escaped.
+        nome: String,
+        /// What is wrong with it.
+        motivo: &'static str,
+    },
+
     /// A count that must be at least 1 is 0.
     #[error("{campo} is 0; it must be at least 1")]
     Zero {

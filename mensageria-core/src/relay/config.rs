@@ -330,6 +330,10 @@ impl Config {
         if self.app.trim().is_empty() {
             return Err(ErroConfiguracao::AppSemNome);
         }
+        validar_nome("app", &self.app)?;
+        if let Some(instancia) = &self.instancia {
+            validar_nome("instance", instancia)?;
+        }
         let contagens = [
             ("lote", self.lote),
             ("concorrencia", self.concorrencia),
@@ -348,5 +352,56 @@ impl Config {
             });
         }
         Ok(())
+    }
+}
+
+/// An app or instance name goes into every relay log line, the instance id (`app@name`), the
+/// CLI's tables and the leader lock: one printable word, so that a CR/LF cannot forge log lines.
+fn validar_nome(campo: &'static str, nome: &str) -> Result<(), ErroConfiguracao> {
+    let motivo = if nome.trim().is_empty() {
+        Some("is blank")
+    } else if nome.chars().count() > 128 {
+        Some("is longer than 128 characters")
+    } else if nome.chars().any(char::is_control) {
+        Some("holds control characters (a CR or LF would split log lines)")
+    } else if nome.chars().any(char::is_whitespace) {
+        Some("holds whitespace")
+    } else {
+        None
+    };
+    match motivo {
+        Some(motivo) => Err(ErroConfiguracao::NomeInvalido {
+            campo,
+            nome: nome.escape_debug().to_string(),
+            motivo,
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod testes {
+    use super::Config;
+    use crate::ErroConfiguracao;
+
+    #[test]
+    fn nomes_de_app_e_instancia_sao_uma_palavra_imprimivel() {
+        for nome in ["emissor", "billing-v2", "ns/app:prod@eu.1", "fatura_ção"] {
+            assert!(Config::new(nome).com_instancia(nome).validar().is_ok(), "{nome}");
+        }
+        let invalidos = [
+            "app\r\nINFO mensageria relay: forged",
+            "app\u{1b}[31m",
+            "two words",
+            "tab\tname",
+            &"x".repeat(129),
+        ];
+        for nome in invalidos {
+            let erro = Config::new(nome).validar().unwrap_err();
+            assert!(matches!(erro, ErroConfiguracao::NomeInvalido { campo: "app", .. }), "{nome:?}");
+            assert!(!erro.to_string().contains('\n'), "the error is one line: {erro}");
+            let erro = Config::new("app").com_instancia(nome).validar().unwrap_err();
+            assert!(matches!(erro, ErroConfiguracao::NomeInvalido { campo: "instance", .. }));
+        }
     }
 }
