@@ -139,6 +139,39 @@ nos_dois_bancos! {
 }
 
 nos_dois_bancos! {
+    async fn drenar_ate_vazia_espera_as_novas_tentativas(db) {
+        // `drenar` returns while a retry is not yet due (the trial's ordered test needed drain,
+        // sleep, drain); `drenar_ate_vazia` waits for it.
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Status(503, None));
+        for n in 0..3 {
+            enfileirar(&db.pool, &aviso(n)).await.unwrap();
+        }
+        let relay = Relay::new(
+            db.pool.clone(),
+            config("emissor").com_backoff(Duration::from_millis(300), Duration::from_millis(300)),
+        )
+        .recurso(Destino::new(&servidor.url()).unwrap());
+        let primeira = relay.drenar().await.unwrap();
+        assert_eq!((primeira.entregues, primeira.reagendadas), (0, 3));
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_saida").await, 3, "drenar left the retries");
+        servidor.responder(Resposta::Ok);
+        let rodada = relay.drenar_ate_vazia(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(rodada.entregues, 3);
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_saida").await, 0);
+        // Nothing can be delivered: it says so after the deadline, with what is left.
+        servidor.responder(Resposta::Status(503, None));
+        enfileirar(&db.pool, &aviso(9)).await.unwrap();
+        let erro = relay.drenar_ate_vazia(Duration::from_millis(200)).await.unwrap_err();
+        assert!(
+            matches!(erro, mensageria_core::Erro::DrenagemIncompleta { restantes: 1, .. }),
+            "{erro}"
+        );
+    }
+}
+
+nos_dois_bancos! {
     async fn veneno_vai_para_mortas_e_o_resto_passa(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         let servidor = Servidor::iniciar().await;

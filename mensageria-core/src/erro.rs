@@ -126,6 +126,20 @@ pub enum Erro {
         esperada: i64,
     },
 
+    /// [`Relay::drenar_ate_vazia`](crate::relay::Relay::drenar_ate_vazia) ran out of time with
+    /// messages of the relay's tipos still in the saída.
+    #[error(
+        "{restantes} message(s) of this relay's tipos still in the saída after {prazo:?} (a retry \
+         not yet due, a lease another relay holds, or a key held behind a dead letter or another \
+         tipo's row); give it longer, a shorter backoff, or look with `mensageria status`"
+    )]
+    DrenagemIncompleta {
+        /// Rows of the relay's tipos left.
+        restantes: i64,
+        /// How long it tried.
+        prazo: std::time::Duration,
+    },
+
     /// A setting is invalid; the variant says which and what to change.
     #[error("invalid mensageria configuration: {0}")]
     Configuracao(#[from] crate::configuracao::ErroConfiguracao),

@@ -89,6 +89,16 @@ pub struct Rodada {
     pub cercadas: usize,
 }
 
+impl Rodada {
+    fn somar(&mut self, outra: &Rodada) {
+        self.reivindicadas += outra.reivindicadas;
+        self.entregues += outra.entregues;
+        self.reagendadas += outra.reagendadas;
+        self.mortas += outra.mortas;
+        self.cercadas += outra.cercadas;
+    }
+}
+
 /// A relay over one pool. Build it, add the resources your enviadores use, then
 /// [`spawn`](Relay::spawn) it, or drive it yourself with [`rodada`](Relay::rodada) in tests.
 #[doc(alias("outbox relay", "dispatcher", "publisher"))]
@@ -192,7 +202,9 @@ impl<DB: Banco> Relay<DB> {
         self.motor.rodada_completa().await
     }
 
-    /// Rounds until one claims nothing (everything due is delivered, rescheduled or dead).
+    /// Rounds until one claims nothing: everything **due** is delivered, rescheduled or dead.
+    /// It returns while a retry is not yet due (a message that failed and waits for its backoff
+    /// stays in the saída); to wait for those too, use [`drenar_ate_vazia`](Self::drenar_ate_vazia).
     pub async fn drenar(&self) -> Result<Rodada, Erro> {
         let mut total = Rodada::default();
         loop {
@@ -200,11 +212,39 @@ impl<DB: Banco> Relay<DB> {
             if rodada.reivindicadas == 0 {
                 return Ok(total);
             }
-            total.reivindicadas += rodada.reivindicadas;
-            total.entregues += rodada.entregues;
-            total.reagendadas += rodada.reagendadas;
-            total.mortas += rodada.mortas;
-            total.cercadas += rodada.cercadas;
+            total.somar(&rodada);
+        }
+    }
+
+    /// Drains until the saída holds no message of this relay's tipos — retries waiting for
+    /// their backoff included (a message that goes to the dead letters leaves the saída too) —
+    /// or fails with [`Erro::DrenagemIncompleta`] after `prazo`. For tests of ordered or failing
+    /// deliveries, instead of drain, sleep, drain again.
+    ///
+    /// ```no_run
+    /// # async fn f(relay: mensageria_core::relay::Relay<sqlx::Sqlite>) -> Result<(), mensageria_core::Erro> {
+    /// let rodada = relay.drenar_ate_vazia(std::time::Duration::from_secs(10)).await?;
+    /// assert_eq!(rodada.mortas, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn drenar_ate_vazia(&self, prazo: Duration) -> Result<Rodada, Erro> {
+        let fim = tokio::time::Instant::now() + prazo;
+        let tipos = Registro::global().tipos();
+        let mut total = Rodada::default();
+        loop {
+            total.somar(&self.drenar().await?);
+            let restantes: i64 = DB::medir_backlog(&self.motor.pool, tipos)
+                .await?
+                .iter()
+                .map(|backlog| backlog.linhas)
+                .sum();
+            if restantes == 0 {
+                return Ok(total);
+            }
+            if tokio::time::Instant::now() >= fim {
+                return Err(Erro::DrenagemIncompleta { restantes, prazo });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
