@@ -8,7 +8,8 @@
 //!   registered tipo, no `x-request-id`) is applied, then answered `duplicate`, with `ce-id` as
 //!   the request id and as the message id of the dedup record;
 //! - a `ce-type` of another tipo, a `ce-specversion` other than `1.0` and a structured-mode
-//!   envelope are refused (400, 400, 415) and write nothing.
+//!   envelope are refused (400, 400, 415) and write nothing; so is a `ce-*` attribute sent
+//!   twice, and the batch route checks the same.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -353,5 +354,59 @@ nos_dois_bancos! {
         let (status, _, resposta) = enviar(exemplo_binario(&http, &base, tipo, atributos(tipo, &ce_id)), corpo).await;
         assert_eq!((status, resposta["resultado"].as_str()), (200, Some("applied")), "{resposta}");
         assert_eq!(contar(&db.pool, "efeito").await, 1);
+    }
+}
+
+nos_dois_bancos! {
+    /// The batch route checks the CloudEvents attributes as the single route does (issue 25: a
+    /// `ce-type` of another tipo and `ce-specversion: 9.9` were answered 200 and applied), and
+    /// both routes refuse a `ce-*` attribute sent twice (the single route read only the first
+    /// of two `ce-type`s).
+    async fn a_rota_de_lote_confere_os_atributos_e_um_atributo_repetido_e_recusado(db) {
+        preparar(&db.pool).await;
+        let tipo = tipo_em(&db.pool);
+        let (base, _) = servir(db.pool.clone()).await;
+        let http = reqwest::Client::new();
+        let lote = |numero: &str| json!({ "eventos": [{ "id": uuid::Uuid::now_v7(), "payload": { "numero": numero } }] });
+        let na_rota_de_lote = |cabecalhos: &[(&str, &str)]| {
+            let mut pedido = http
+                .post(format!("{base}/m2m/{tipo}/lote"))
+                .bearer_auth(TOKEN)
+                .header("content-type", "application/json");
+            for (nome, valor) in cabecalhos {
+                pedido = pedido.header(*nome, *valor);
+            }
+            pedido
+        };
+        let recusado = |(status, _, resposta): (u16, Option<String>, Value), atributo: &str| {
+            assert_eq!((status, resposta["erro"].as_str()), (400, Some("invalid_cloudevent")), "{resposta}");
+            assert!(resposta["mensagem"].as_str().unwrap().contains(atributo), "{resposta}");
+        };
+
+        let outro_tipo = [("ce-specversion", "1.0"), ("ce-type", "com.example.someevent")];
+        recusado(enviar(na_rota_de_lote(&outro_tipo), lote("l1")).await, "ce-type");
+        let outra_versao = [("ce-specversion", "9.9"), ("ce-type", tipo)];
+        recusado(enviar(na_rota_de_lote(&outra_versao), lote("l2")).await, "ce-specversion");
+        let tipo_duas_vezes = [("ce-specversion", "1.0"), ("ce-type", tipo), ("ce-type", tipo)];
+        recusado(enviar(na_rota_de_lote(&tipo_duas_vezes), lote("l3")).await, "ce-type");
+
+        // The single route: the first `ce-type` fits, the second does not; a repeated `ce-id`.
+        let ce_id = uuid::Uuid::now_v7().to_string();
+        let dois_tipos = exemplo_binario(&http, &base, tipo, atributos(tipo, &ce_id))
+            .header("ce-type", "com.example.someevent");
+        recusado(enviar(dois_tipos, json!({ "numero": "u1" })).await, "ce-type");
+        let dois_ids = exemplo_binario(&http, &base, tipo, atributos(tipo, &ce_id))
+            .header("ce-id", uuid::Uuid::now_v7().to_string());
+        recusado(enviar(dois_ids, json!({ "numero": "u2" })).await, "ce-id");
+        assert_eq!(contar(&db.pool, "efeito").await, 0);
+        assert_eq!(contar(&db.pool, "mensageria_recebidas").await, 0);
+
+        // Attributes that fit, once each: applied on both routes.
+        let certos = [("ce-specversion", "1.0"), ("ce-type", tipo), ("ce-id", ce_id.as_str())];
+        let (status, _, resposta) = enviar(na_rota_de_lote(&certos), lote("l4")).await;
+        assert_eq!((status, resposta["resultados"][0]["resultado"].as_str()), (200, Some("applied")), "{resposta}");
+        let (status, _, resposta) = enviar(exemplo_binario(&http, &base, tipo, atributos(tipo, &ce_id)), json!({ "numero": "u3" })).await;
+        assert_eq!((status, resposta["resultado"].as_str()), (200, Some("applied")), "{resposta}");
+        assert_eq!(contar(&db.pool, "efeito").await, 2);
     }
 }

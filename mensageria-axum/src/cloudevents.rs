@@ -4,13 +4,19 @@
 //!
 //! - `ce-id`, when there is no `x-request-id`, is the message and request id;
 //! - `ce-type`, when present, must be the route's tipo (400 `invalid_cloudevent` otherwise);
-//! - `ce-specversion`, when present, must be `1.0` (400 `invalid_cloudevent` otherwise).
+//! - `ce-specversion`, when present, must be `1.0` (400 `invalid_cloudevent` otherwise);
+//! - a `ce-*` attribute sent twice is refused (400 `invalid_cloudevent`): which of the two counts
+//!   would be up to each reader (a proxy, a log, this route), so neither is taken.
+//!
+//! The single route and the batch route (`{base}/{tipo}/lote`) check the same.
 //!
 //! Structured mode (`Content-Type: application/cloudevents+json`, the whole event as a JSON
 //! envelope) and batched mode are not supported: 415, so an envelope is never read as the data.
 
 use axum::http::{HeaderMap, HeaderValue, header};
 
+/// What the name of every CloudEvents attribute header starts with (header names are lowercase).
+const PREFIXO: &str = "ce-";
 /// The event's id.
 pub(crate) const ID: &str = "ce-id";
 /// The event's type: for a receptor, its tipo.
@@ -23,6 +29,14 @@ const VERSAO_ACEITA: &str = "1.0";
 /// Whether the CloudEvents attributes present fit the route of `tipo`; the reason otherwise.
 /// A request without them (a plain JSON POST) fits.
 pub(crate) fn conferir(cabecalhos: &HeaderMap, tipo: &str) -> Result<(), String> {
+    for nome in cabecalhos.keys() {
+        let vezes = cabecalhos.get_all(nome).iter().count();
+        if nome.as_str().starts_with(PREFIXO) && vezes > 1 {
+            return Err(format!(
+                "`{nome}` is sent {vezes} times: send each CloudEvents attribute once"
+            ));
+        }
+    }
     if let Some(versao) = cabecalhos.get(VERSAO)
         && versao.as_bytes() != VERSAO_ACEITA.as_bytes()
     {
@@ -113,6 +127,29 @@ mod testes {
         );
         // Without CloudEvents attributes, nothing to check.
         assert_eq!(conferir(&HeaderMap::new(), "a.b"), Ok(()));
+    }
+
+    #[test]
+    fn um_atributo_repetido_e_recusado_mesmo_que_o_primeiro_caiba() {
+        for (nome, valores) in [
+            ("ce-type", ["a.b", "outro.tipo"]),
+            ("ce-type", ["a.b", "a.b"]),
+            ("ce-specversion", ["1.0", "1.0"]),
+            ("ce-id", ["1", "2"]),
+            ("ce-source", ["/a", "/b"]),
+        ] {
+            let mut cabecalhos = HeaderMap::new();
+            for valor in valores {
+                cabecalhos.append(nome, HeaderValue::from_static(valor));
+            }
+            let erro = conferir(&cabecalhos, "a.b").unwrap_err();
+            assert!(erro.contains(nome) && erro.contains("2 times"), "{erro}");
+        }
+        // Other headers may repeat.
+        let mut cabecalhos = com(&[("ce-type", "a.b")]);
+        cabecalhos.append("accept", HeaderValue::from_static("a/b"));
+        cabecalhos.append("accept", HeaderValue::from_static("c/d"));
+        assert_eq!(conferir(&cabecalhos, "a.b"), Ok(()));
     }
 
     #[test]

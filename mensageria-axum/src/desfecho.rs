@@ -32,7 +32,7 @@ casos! {
     /// 401: no accepted bearer token.
     NaoAutorizado,
     /// 400: CloudEvents attributes that do not fit the route (`ce-type` another tipo,
-    /// `ce-specversion` not `1.0`).
+    /// `ce-specversion` not `1.0`, a `ce-*` attribute sent twice).
     CloudEventsInvalido,
     /// 413: the body is over the limit.
     CorpoGrandeDemais,
@@ -158,8 +158,9 @@ impl Caso {
                 "missing or invalid bearer token; refused before the body is read"
             }
             Self::CloudEventsInvalido => {
-                "a CloudEvents `ce-type` that is not this route's tipo, or a `ce-specversion` \
-                 other than `1.0`; refused before the body is read"
+                "a CloudEvents `ce-type` that is not this route's tipo, a `ce-specversion` \
+                 other than `1.0`, or a `ce-*` attribute sent twice; refused before the body is \
+                 read"
             }
             Self::CorpoGrandeDemais => "body over the size limit; nothing read past it",
             Self::NaoJson => {

@@ -41,6 +41,7 @@ use serde_json::value::RawValue;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::cloudevents;
 use crate::desfecho::{Caso, Desfecho};
 use crate::receber::{
     Resultado, aplicar_em, autorizado, id_aceitavel, id_do_pedido, indisponivel, ler_corpo,
@@ -86,7 +87,8 @@ pub(crate) struct ResultadoDoEvento {
 
 /// A refusal of the whole batch, before any event is looked at.
 enum Recusa {
-    /// 401, 413 (body), 415, 400 (incomplete body): as the single route answers.
+    /// 401, 400 (CloudEvents attributes, incomplete body), 413 (body), 415: as the single route
+    /// answers.
     Comum(Desfecho),
     /// 400: the body is not a batch envelope.
     Invalido(String),
@@ -153,6 +155,17 @@ async fn responder<R: Receptor>(
             "mensageria receptor: batch with a missing or invalid bearer token; refused (401)"
         );
         return Err(Recusa::Comum(Desfecho::NaoAutorizado));
+    }
+    // The same CloudEvents binary-mode checks as the single route.
+    if let Err(motivo) = cloudevents::conferir(pedido.headers(), R::TIPO) {
+        tracing::warn!(
+            tipo = R::TIPO,
+            request_id = %id_pedido,
+            error = %motivo,
+            "mensageria receptor: batch with CloudEvents attributes that do not fit this route; \
+             refused (400)"
+        );
+        return Err(Recusa::Comum(Desfecho::CloudEventsInvalido { motivo }));
     }
     let limite = estado.config.limite_lote;
     let corpo = ler_corpo(pedido, limite.bytes, R::TIPO, id_pedido)

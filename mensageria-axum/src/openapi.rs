@@ -258,6 +258,40 @@ fn resposta(casos: &[Caso]) -> Response {
     resposta.build()
 }
 
+/// The `ce-type` header of the route of `tipo` (single and batch).
+fn parametro_ce_type(tipo: &str) -> ParameterBuilder {
+    ParameterBuilder::new()
+        .name("ce-type")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "CloudEvents binary mode: the event type, which must be this route's tipo, sent once \
+             (400 `invalid_cloudevent` otherwise)",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some([tipo])),
+        ))
+}
+
+/// The `ce-specversion` header (single and batch routes).
+fn parametro_ce_specversion() -> ParameterBuilder {
+    ParameterBuilder::new()
+        .name("ce-specversion")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "CloudEvents binary mode: the CloudEvents version, which must be `1.0`, sent once \
+             (400 `invalid_cloudevent` otherwise)",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["1.0"])),
+        ))
+}
+
 /// The document for `receptores` mounted under `base`.
 pub(crate) fn documento<'a>(
     base: &str,
@@ -345,36 +379,8 @@ pub(crate) fn documento<'a>(
                     ))
                     .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
             )
-            .parameter(
-                ParameterBuilder::new()
-                    .name("ce-type")
-                    .parameter_in(ParameterIn::Header)
-                    .required(Required::False)
-                    .description(Some(
-                        "CloudEvents binary mode: the event type, which must be this route's \
-                         tipo (400 `invalid_cloudevent` otherwise)",
-                    ))
-                    .schema(Some(
-                        ObjectBuilder::new()
-                            .schema_type(Type::String)
-                            .enum_values(Some([receptor.tipo])),
-                    )),
-            )
-            .parameter(
-                ParameterBuilder::new()
-                    .name("ce-specversion")
-                    .parameter_in(ParameterIn::Header)
-                    .required(Required::False)
-                    .description(Some(
-                        "CloudEvents binary mode: the CloudEvents version, which must be `1.0` \
-                         (400 `invalid_cloudevent` otherwise)",
-                    ))
-                    .schema(Some(
-                        ObjectBuilder::new()
-                            .schema_type(Type::String)
-                            .enum_values(Some(["1.0"])),
-                    )),
-            )
+            .parameter(parametro_ce_type(receptor.tipo))
+            .parameter(parametro_ce_specversion())
             .tag("mensageria")
             .request_body(Some(
                 RequestBodyBuilder::new()

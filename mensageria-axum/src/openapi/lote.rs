@@ -12,7 +12,7 @@ use utoipa::openapi::{
     ContentBuilder, ObjectBuilder, Ref, RefOr, Required, Response, ResponseBuilder, Schema, Type,
 };
 
-use super::{ID_DO_PEDIDO_NA_RESPOSTA, cabecalho};
+use super::{ID_DO_PEDIDO_NA_RESPOSTA, cabecalho, parametro_ce_specversion, parametro_ce_type};
 use crate::config::LimiteLote;
 use crate::desfecho::Caso;
 
@@ -187,6 +187,8 @@ pub(super) fn operacao(tipo: &str, convergente: bool, limite: LimiteLote) -> Ope
                 ))
                 .schema(Some(texto())),
         )
+        .parameter(parametro_ce_type(tipo))
+        .parameter(parametro_ce_specversion())
         .tag("mensageria")
         .request_body(Some(
             RequestBodyBuilder::new()
@@ -206,8 +208,10 @@ pub(super) fn operacao(tipo: &str, convergente: bool, limite: LimiteLote) -> Ope
         .response(
             "400",
             resposta(
-                "`invalid_batch`: the body is not a batch envelope; `incomplete_body`: it ended \
-                 early; nothing applied",
+                "`invalid_cloudevent`: CloudEvents attributes that do not fit this route \
+                 (`ce-type` another tipo, `ce-specversion` not `1.0`, a `ce-*` attribute sent \
+                 twice), refused before the body is read; `invalid_batch`: the body is not a \
+                 batch envelope; `incomplete_body`: it ended early; nothing applied",
                 "MensageriaErro",
             ),
         )
