@@ -204,3 +204,102 @@ async fn cada_falha_de_entrega_e_uma_linha_de_log() {
     assert_eq!(contar(&db.pool, "mensageria_mortas").await, 1);
     db.descartar().await;
 }
+
+/// The last error of the only row of the saída.
+async fn ultimo_erro(pool: &sqlx::SqlitePool) -> String {
+    sqlx::query_scalar("SELECT ultimo_erro FROM mensageria_saida")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// A 404 that is not the receptor's (a wrong base path: the server's own empty 404, or a
+/// proxy's HTML page) is reported readably: the status, "an empty body" or a short excerpt
+/// without control characters, and the URL without its credentials (issue 25: it read
+/// "Not Found: ;").
+#[tokio::test]
+async fn um_404_de_caminho_errado_diz_o_que_voltou() {
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let servidor = Servidor::iniciar().await;
+    enfileirar(&db.pool, &Fechamento { n: 1 }).await.unwrap();
+    let errado = format!(
+        "http://usuario:senha-secreta@{}/base-errada",
+        servidor.endereco
+    );
+    let relay = Relay::new(db.pool.clone(), Config::new("destinos"))
+        .recurso(Destino::new(&errado).unwrap().com_token("t0k"));
+    relay.rodada().await.unwrap();
+    let erro = ultimo_erro(&db.pool).await;
+    let url = format!(
+        "http://{}/base-errada/m2m/destinos.fechamento",
+        servidor.endereco
+    );
+    assert!(
+        erro.contains(&format!("POST {url} answered 404 Not Found")),
+        "{erro}"
+    );
+    assert!(erro.contains("empty body"), "{erro}");
+    assert!(!erro.contains(": ;"), "{erro}");
+    assert!(
+        !erro.contains("senha-secreta") && !erro.contains("usuario"),
+        "{erro}"
+    );
+    assert!(erro.contains("check the URL (the base path"), "{erro}");
+
+    // A proxy's HTML 404: a bounded excerpt, its control characters escaped.
+    let pagina = format!(
+        "<html>\x1b[2J<h1>404 Not Found</h1>{}</html>",
+        "x".repeat(5000)
+    );
+    let proxy = axum::Router::new().fallback(move || {
+        let pagina = pagina.clone();
+        async move {
+            (
+                axum::http::StatusCode::NOT_FOUND,
+                [("content-type", "text/html")],
+                pagina,
+            )
+        }
+    });
+    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endereco = ouvinte.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(ouvinte, proxy).await;
+    });
+    sqlx::query("UPDATE mensageria_saida SET proxima_tentativa_em = 0")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let relay = Relay::new(db.pool.clone(), Config::new("destinos"))
+        .recurso(Destino::new(&format!("http://{endereco}")).unwrap());
+    relay.rodada().await.unwrap();
+    let erro = ultimo_erro(&db.pool).await;
+    assert!(erro.contains("answered 404 Not Found"), "{erro}");
+    assert!(erro.contains("text/html"), "{erro}");
+    assert!(erro.contains("<h1>404 Not Found</h1>"), "{erro}");
+    assert!(!erro.contains('\x1b') && erro.contains("\\u{1b}"), "{erro}");
+    assert!(
+        erro.len() < 1000,
+        "the excerpt is bounded: {} bytes",
+        erro.len()
+    );
+    db.descartar().await;
+}
+
+/// A base URL with `user:password@` delivers: the HTTP client takes the credentials out of the
+/// URL before sending, which is no redirect (every attempt was refused as one).
+#[tokio::test]
+async fn uma_url_com_credenciais_entrega() {
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let servidor = Servidor::iniciar().await;
+    enfileirar(&db.pool, &Fechamento { n: 1 }).await.unwrap();
+    let base = format!("http://usuario:senha@{}", servidor.endereco);
+    let relay = Relay::new(db.pool.clone(), Config::new("destinos"))
+        .recurso(Destino::new(&base).unwrap().com_token("t0k"));
+    let rodada = relay.rodada().await.unwrap();
+    assert_eq!(rodada.entregues, 1, "{rodada:?}");
+    assert_eq!(recebido(&servidor), (so("destinos.fechamento"), 1));
+    db.descartar().await;
+}

@@ -38,10 +38,12 @@
 //! | 2xx with any other body | `Temporaria`, the reason quoting what came back | retries: something that is not the receptor answered |
 //! | 3xx | `Temporaria`, the reason naming the `Location` | retries: a redirect is a deployment state, never followed |
 //! | 400, 405, 410, 413, 414, 415, 422 | `Permanente` | dead-letters at once (the payload itself is refused) |
-//! | 401, 403, 404 | `Temporaria`, the reason saying to check the token, the URL and the receptor | retries: during a deploy these are states, not poison |
+//! | 401, 403, 404 | `Temporaria`, the reason saying to check the token (401, 403), or the URL and the receptor (404) | retries: during a deploy these are states, not poison |
 //! | 408, 429, 5xx, any other status, connection error, timeout | `Temporaria` (with `Retry-After` when sent) | retries with backoff |
 //!
-//! The reason (`motivo`) says what to check; the relay logs it once per failed attempt, as the
+//! The reason (`motivo`) names the URL (without credentials) and the status, quotes what came
+//! back (its content type and at most 300 characters of its body, control characters escaped,
+//! or "with an empty body"), and says what to check; the relay logs it once per failed attempt, as the
 //! `error` field of its own line (WARN on a retry, ERROR on a dead letter), and stores it as the
 //! row's `ultimo_erro`. A `Destino` adds only debug-level lines.
 //!
@@ -339,8 +341,8 @@ impl Destino {
             });
         }
         let motivo = format!(
-            "POST {exibida} answered {status}: {}",
-            citar(&corpo, TRECHO_CITADO)
+            "POST {exibida} answered {status} {}",
+            descrever_corpo(&corpo, &tipo_conteudo)
         );
         Err(classificar(status, motivo, tentar_apos))
     }
@@ -414,7 +416,9 @@ fn recusar_redirecionamento(
     tentar_apos: Option<Duration>,
 ) -> Result<(), FalhaEnvio> {
     let status = resposta.status();
-    if resposta.url() != url {
+    // reqwest takes a URL's `user:password@` out (into `Authorization: Basic`) before sending:
+    // only the rest tells a redirect.
+    if sem_credenciais(resposta.url()) != sem_credenciais(url) {
         let final_ = sem_credenciais(resposta.url());
         tracing::debug!(
             url = %exibida,
@@ -517,6 +521,19 @@ fn citar(bytes: &[u8], maximo: usize) -> String {
     citado
 }
 
+/// What came back in an answer's body, for a failure's reason: "with an empty body", or its
+/// content type and an excerpt of at most [`TRECHO_CITADO`] characters, control characters
+/// escaped.
+fn descrever_corpo(corpo: &[u8], tipo_conteudo: &str) -> String {
+    if corpo.iter().all(u8::is_ascii_whitespace) {
+        return "with an empty body".to_owned();
+    }
+    format!(
+        "(content-type {tipo_conteudo}): {}",
+        citar(corpo, TRECHO_CITADO)
+    )
+}
+
 /// The URL without `user:password@`, for messages and logs.
 pub(crate) fn sem_credenciais(url: &Url) -> Url {
     let mut limpa = url.clone();
@@ -540,10 +557,17 @@ fn texto_sem_credenciais(texto: &str) -> String {
 fn classificar(status: StatusCode, motivo: String, tentar_apos: Option<Duration>) -> FalhaEnvio {
     match status.as_u16() {
         400 | 405 | 410 | 413 | 414 | 415 | 422 => FalhaEnvio::Permanente { motivo },
-        401 | 403 | 404 => FalhaEnvio::Temporaria {
+        401 | 403 => FalhaEnvio::Temporaria {
             motivo: format!(
-                "{motivo}; the destination refuses us (auth or route): check the token, the URL \
-                 and that the receptor is mounted"
+                "{motivo}; the destination refuses our credentials: check the token \
+                 (Destino::com_token) against the receptor's tokens"
+            ),
+            tentar_apos,
+        },
+        404 => FalhaEnvio::Temporaria {
+            motivo: format!(
+                "{motivo}; no receptor answers at this URL: check the URL (the base path, e.g. a \
+                 gateway's prefix) and that the receptor of this tipo is mounted"
             ),
             tentar_apos,
         },
@@ -671,6 +695,16 @@ mod testes {
         assert_eq!(codificar_atributo("emissor"), "emissor");
         assert_eq!(codificar_atributo("faturação 1"), "fatura%C3%A7%C3%A3o%201");
         assert_eq!(codificar_atributo("a\"b%c"), "a%22b%25c");
+    }
+
+    #[test]
+    fn corpo_vazio_e_dito_e_o_resto_citado() {
+        assert_eq!(descrever_corpo(b"", "none"), "with an empty body");
+        assert_eq!(descrever_corpo(b" \r\n", "none"), "with an empty body");
+        assert_eq!(
+            descrever_corpo(b"no route\x1b", "text/plain"),
+            "(content-type text/plain): no route\\u{1b}"
+        );
     }
 
     #[test]

@@ -44,8 +44,8 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::{
-    Destino, causas, citar, classificar, ler_limitado, recusar_redirecionamento, sem_credenciais,
-    tentar_apos,
+    Destino, causas, citar, classificar, descrever_corpo, ler_limitado, recusar_redirecionamento,
+    sem_credenciais, tentar_apos,
 };
 use crate::{ContextoEnvio, FalhaEnvio};
 
@@ -458,9 +458,14 @@ impl Destino {
                 permanente: false,
             })?;
         if !status.is_success() {
+            let tipo_conteudo = resposta
+                .headers()
+                .get(CONTENT_TYPE)
+                .map(|v| citar(v.as_bytes(), 100))
+                .unwrap_or_else(|| "none".to_owned());
             let motivo = format!(
-                "POST {exibida} (batch) answered {status}: {}",
-                citar(&corpo, 300)
+                "POST {exibida} (batch) answered {status} {}",
+                descrever_corpo(&corpo, &tipo_conteudo)
             );
             return Err(Recusa::de(classificar(status, motivo, espera)));
         }
