@@ -303,3 +303,64 @@ async fn uma_url_com_credenciais_entrega() {
     assert_eq!(recebido(&servidor), (so("destinos.fechamento"), 1));
     db.descartar().await;
 }
+
+/// A 3xx is never followed and keeps the row; what is logged (issue 25: the README said
+/// "logged once", and a WARN came on every attempt): each attempt is the relay's one line (a
+/// WARN while it will be retried, with backoff), whose reason names the status and the
+/// `Location`; `Destino` itself adds nothing above DEBUG, and the redirect's target never gets
+/// the payload.
+#[tokio::test(flavor = "current_thread")]
+async fn um_redirecionamento_e_uma_linha_do_relay_por_tentativa() {
+    let log = mensageria_testes::log::Captura::default();
+    let _guarda = tracing::subscriber::set_default(log.assinante());
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let (portao, alvo) = (Servidor::iniciar().await, Servidor::iniciar().await);
+    let para = format!("{}/m2m/destinos.fechamento", alvo.url());
+    portao.responder(mensageria_testes::servidor::Resposta::Redirecionar(
+        307,
+        para.clone(),
+    ));
+    enfileirar(&db.pool, &Fechamento { n: 1 }).await.unwrap();
+    let relay = Relay::new(db.pool.clone(), Config::new("destinos")).recurso(destino(&portao));
+    for tentativa in 1..=3 {
+        sqlx::query("UPDATE mensageria_saida SET proxima_tentativa_em = 0")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        let rodada = relay.rodada().await.unwrap();
+        assert_eq!(rodada.reagendadas, 1, "attempt {tentativa}: {rodada:?}");
+    }
+    let texto = log.texto();
+    let acima_de_debug: Vec<&str> = texto
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR ") || l.contains(" INFO "))
+        .filter(|l| l.contains("redirect"))
+        .collect();
+    assert_eq!(
+        acima_de_debug.len(),
+        3,
+        "one line per attempt: {acima_de_debug:#?}"
+    );
+    for linha in &acima_de_debug {
+        assert!(
+            linha.contains("WARN")
+                && linha.contains("mensageria relay:")
+                && linha.contains("307")
+                && linha.contains(&para),
+            "{linha}"
+        );
+    }
+    assert_eq!(portao.recebidas().len(), 3);
+    assert!(alvo.recebidas().is_empty(), "a redirect is never followed");
+    // The README says what this test sees.
+    let leia_me = include_str!("../README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        leia_me.contains("a 3xx keeps the row and each attempt is one WARN line of the relay"),
+        "the README's Delivered-means paragraph must say what is logged on a 3xx"
+    );
+    db.descartar().await;
+}
