@@ -66,7 +66,7 @@ pub enum ErroChave {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be part of a natural key: it is not encoded exactly",
     label = "not an exact key part",
-    note = "two different events must never share a key, and floats (and `serde_json::Value`, whose big numbers become floats) round: 0.1 + 0.2 and 0.30000000000000004 would be one key",
+    note = "two different events must never share a key, and floats (and `serde_json::Value`, whose big numbers become floats) round: 9007199254740993 and 9007199254740992 are one f64, and so are 0.30000000000000004 and 0.30000000000000005: they would be one key",
     note = "use text, an integer of any size, a bool, a `Uuid`, or exact JSON text (`Box<serde_json::value::RawValue>`); key an amount by its text or by integer cents; for a type of yours, implement `mensageria_axum::ParteChave`"
 )]
 #[doc(alias = "key part")]
@@ -316,6 +316,18 @@ mod testes {
         let c: Box<RawValue> = serde_json::from_str("0.30000000000000004").unwrap();
         let d: Box<RawValue> = serde_json::from_str("0.30000000000000005").unwrap();
         assert_ne!(chave([parte(&c)]).unwrap(), chave([parte(&d)]).unwrap());
+    }
+
+    #[test]
+    fn os_exemplos_da_nota_sobre_floats_colidem_de_verdade() {
+        // The compile error's note names these pairs: each is one f64.
+        for (a, b) in [
+            ("9007199254740993", "9007199254740992"),
+            ("0.30000000000000004", "0.30000000000000005"),
+        ] {
+            let (a, b): (f64, f64) = (a.parse().unwrap(), b.parse().unwrap());
+            assert_eq!(a.to_bits(), b.to_bits());
+        }
     }
 
     #[test]
