@@ -80,6 +80,44 @@ pub struct Resultado {
     pub unidades_baixadas: i64,
 }
 
+impl Resultado {
+    /// Every order accepted, reserved exactly once, and one unit taken per order.
+    pub fn certo(&self, n: i64) -> bool {
+        self.pedidos == n
+            && self.reservados_uma_vez == n
+            && self.reservados_mais_de_uma_vez == 0
+            && self.unidades_baixadas == n
+    }
+}
+
+/// The table the demo prints: one line per figure, what it must be beside it.
+impl std::fmt::Display for Resultado {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let linhas = [
+            ("orders", self.pedidos, "accepted by pedidos (POST /pedidos)"),
+            (
+                "reserved once",
+                self.reservados_uma_vez,
+                "orders with exactly one reservation (must be all)",
+            ),
+            (
+                "reserved twice",
+                self.reservados_mais_de_uma_vez,
+                "orders reserved more than once (must be 0)",
+            ),
+            (
+                "units taken",
+                self.unidades_baixadas,
+                "from estoque's stock (must equal the orders)",
+            ),
+        ];
+        for (nome, valor, sentido) in linhas {
+            writeln!(f, "  {nome:<16}{valor:>8}  {sentido}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Starts `estoque` (first: it waits for the owner) and `pedidos` as child processes on a
 /// schema of their own, sends `n` orders, waits until every one is reserved (or `prazo`
 /// passes), stops both with SIGINT (graceful shutdown) and returns the counts.
@@ -160,8 +198,9 @@ async fn contar(pool: &PgPool) -> Result<Resultado, mensageria_core::sqlx::Error
                                        HAVING count(*) = 1) r), \
                 (SELECT count(*) FROM (SELECT pedido FROM reservas GROUP BY pedido \
                                        HAVING count(*) > 1) r), \
-                (SELECT coalesce(sum(1000000 - qtd), 0)::BIGINT FROM estoque)",
+                (SELECT coalesce(sum($1 - qtd), 0)::BIGINT FROM estoque)",
     )
+    .bind(ESTOQUE_INICIAL)
     .fetch_one(pool)
     .await?;
     Ok(Resultado {

@@ -13,6 +13,11 @@ async fn cada_pedido_reservado_uma_vez() {
     )
     .await
     .unwrap();
+    // What `cargo run -p loja --bin demo` prints: a table, not a Rust Debug struct.
+    let tabela = resultado.to_string();
+    println!("{tabela}");
+    assert!(tabela.contains("reserved twice") && !tabela.contains('{'), "{tabela}");
+    assert!(resultado.certo(20));
     assert_eq!(
         resultado,
         loja::Resultado {
