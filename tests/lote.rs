@@ -379,6 +379,38 @@ nos_dois_bancos! {
     }
 }
 
+nos_dois_bancos! {
+    /// A batch over the event count is refused as soon as its count passes the limit, not after
+    /// the whole body was parsed (issue 25: 70k events were parsed, 10 MB, before the 413): the
+    /// events after the limit + 1st are never read, so a body cut short after them is still a
+    /// 413 `batch_too_large`, not a 400; and a 70,000-event batch is refused in milliseconds.
+    async fn lote_com_eventos_demais_e_recusado_antes_de_ler_o_resto(db) {
+        let tipo = tipo_de(&db.pool, "teste.lote");
+        let config = Config::new(["t0k"]).com_limite_lote(3, 16 * 1024 * 1024);
+        let receptor = Receptor::iniciar(&db.pool, &tipo, config).await;
+        let um = |n: usize| json!({ "id": uuid::Uuid::now_v7(), "payload": { "chave": format!("k{n}") } }).to_string();
+        let quatro: Vec<String> = (0..4).map(um).collect();
+        let cortado = format!(r#"{{"eventos": [{}, {{"id": "#, quatro.join(", "));
+        let (status, corpo) = receptor.postar(cortado).await;
+        assert_eq!((status, corpo["erro"].as_str()), (413, Some("batch_too_large")), "{corpo}");
+        assert!(corpo["mensagem"].as_str().unwrap().contains("at most 3"), "{corpo}");
+        // Three events and then a broken body: not over the count, so the body is read and refused.
+        let tres_e_lixo = format!(r#"{{"eventos": [{}, {{"id": "#, quatro[..3].join(", "));
+        let (status, corpo) = receptor.postar(tres_e_lixo).await;
+        assert_eq!((status, corpo["erro"].as_str()), (400, Some("invalid_batch")), "{corpo}");
+
+        let muitos: Vec<String> = (0..70_000).map(um).collect();
+        let enorme = format!(r#"{{"eventos": [{}]}}"#, muitos.join(","));
+        let bytes = enorme.len();
+        let inicio = std::time::Instant::now();
+        let (status, corpo) = receptor.postar(enorme).await;
+        eprintln!("70,000 events ({bytes} bytes) refused in {:?}", inicio.elapsed());
+        assert_eq!((status, corpo["erro"].as_str()), (413, Some("batch_too_large")), "{corpo}");
+        assert!(efeitos(&db.pool).await.is_empty());
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_recebidas").await, 0);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The relay's side: a `Destino` groups the deliveries of one tipo that are in flight together.
 

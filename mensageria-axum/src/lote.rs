@@ -25,6 +25,7 @@
 //! the batch is cut into rounds in which every key appears once, each round its own
 //! transaction.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -36,6 +37,7 @@ use futures_util::FutureExt;
 use mensageria_core::correlacao;
 use mensageria_core::operacoes::{self, Recebida};
 use mensageria_core::sqlx::{Acquire, Transaction};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tracing::Instrument;
@@ -48,12 +50,109 @@ use crate::receber::{
 };
 use crate::{Estado, Receptor, Rejeicao};
 
-/// The request body: `{"eventos": [{"id": "<message id>", "correlacao": "...", "payload": {..}}]}`.
+/// Reads the request body, `{"eventos": [{"id": "<message id>", "correlacao": "...", "payload":
+/// {..}}]}`, and refuses it as soon as `eventos` holds one event more than `limite`: the events
+/// after that one are not read (a body of 70,000 events is not parsed whole to be refused).
+fn ler_lote(corpo: &[u8], limite: usize) -> Result<Vec<EventoDoLote<'_>>, Recusa> {
+    let demais = Cell::new(false);
+    let mut leitor = serde_json::Deserializer::from_slice(corpo);
+    let lido = LeitorDoLote {
+        limite,
+        demais: &demais,
+    }
+    .deserialize(&mut leitor)
+    .and_then(|eventos| leitor.end().map(|()| eventos));
+    match lido {
+        Ok(eventos) => Ok(eventos),
+        Err(_) if demais.get() => Err(Recusa::Demais { limite }),
+        Err(falha) => Err(Recusa::Invalido(falha.to_string())),
+    }
+}
+
+/// The envelope's reader: an object with one field, `eventos` (any other is refused, as
+/// `deny_unknown_fields` would).
+struct LeitorDoLote<'l> {
+    limite: usize,
+    /// Set when `eventos` passed `limite`: the error is then a 413, not a 400.
+    demais: &'l Cell<bool>,
+}
+
+/// The envelope's one field.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PedidoLote<'a> {
-    #[serde(borrow)]
-    eventos: Vec<EventoDoLote<'a>>,
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Campo {
+    Eventos,
+}
+
+impl<'de> DeserializeSeed<'de> for LeitorDoLote<'_> {
+    type Value = Vec<EventoDoLote<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_struct("PedidoLote", &["eventos"], self)
+    }
+}
+
+impl<'de> Visitor<'de> for LeitorDoLote<'_> {
+    type Value = Vec<EventoDoLote<'de>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object with `eventos`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut campos: A) -> Result<Self::Value, A::Error> {
+        let mut eventos = None;
+        while let Some(Campo::Eventos) = campos.next_key()? {
+            if eventos.is_some() {
+                return Err(de::Error::duplicate_field("eventos"));
+            }
+            eventos = Some(campos.next_value_seed(SequenciaDoLote {
+                limite: self.limite,
+                demais: self.demais,
+            })?);
+        }
+        eventos.ok_or_else(|| de::Error::missing_field("eventos"))
+    }
+}
+
+/// The `eventos` array, read up to `limite` events and one more.
+struct SequenciaDoLote<'l> {
+    limite: usize,
+    demais: &'l Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for SequenciaDoLote<'_> {
+    type Value = Vec<EventoDoLote<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SequenciaDoLote<'_> {
+    type Value = Vec<EventoDoLote<'de>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut sequencia: A) -> Result<Self::Value, A::Error> {
+        let mut eventos = Vec::with_capacity(sequencia.size_hint().unwrap_or(0).min(self.limite));
+        while eventos.len() < self.limite {
+            match sequencia.next_element()? {
+                Some(evento) => eventos.push(evento),
+                None => return Ok(eventos),
+            }
+        }
+        // At the limit: one more element of any shape is one too many.
+        if sequencia.next_element::<de::IgnoredAny>()?.is_some() {
+            self.demais.set(true);
+            return Err(de::Error::custom(format_args!(
+                "more than {} events",
+                self.limite
+            )));
+        }
+        Ok(eventos)
+    }
 }
 
 /// One event of a batch: its message id (the relay's `x-request-id`), the correlation id in
@@ -171,24 +270,15 @@ async fn responder<R: Receptor>(
     let corpo = ler_corpo(pedido, limite.bytes, R::TIPO, id_pedido)
         .await
         .map_err(Recusa::Comum)?;
-    let lote: PedidoLote<'_> =
-        serde_json::from_slice(&corpo).map_err(|falha| Recusa::Invalido(falha.to_string()))?;
-    if lote.eventos.len() > limite.eventos {
-        return Err(Recusa::Demais {
-            limite: limite.eventos,
-        });
-    }
+    let eventos = ler_lote(&corpo, limite.eventos)?;
     let span = tracing::info_span!(
         "mensageria.receptor.lote",
         tipo = R::TIPO,
         request_id = %id_pedido,
-        eventos = lote.eventos.len(),
+        eventos = eventos.len(),
     );
-    let resultados = aplicar_lote::<R>(&estado, &lote.eventos)
-        .instrument(span)
-        .await;
-    Ok(lote
-        .eventos
+    let resultados = aplicar_lote::<R>(&estado, &eventos).instrument(span).await;
+    Ok(eventos
         .iter()
         .zip(resultados)
         .map(|(evento, desfecho)| {

@@ -228,7 +228,8 @@ pub(super) fn operacao(tipo: &str, convergente: bool, limite: LimiteLote) -> Ope
             "413",
             resposta(
                 "`payload_too_large`: the body is over the batch's byte limit; \
-                 `batch_too_large`: more events than the limit; nothing applied",
+                 `batch_too_large`: more events than the limit (`maxItems`; refused as soon as \
+                 the count passes it, the events after it unread); nothing applied",
                 "MensageriaErro",
             ),
         )
