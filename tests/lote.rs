@@ -411,6 +411,28 @@ nos_dois_bancos! {
     }
 }
 
+nos_dois_bancos! {
+    /// Two events with one message id in one batch (issue 25: both were applied and answered
+    /// under that id twice): the batch is refused whole, 400 `invalid_batch` naming the id, and
+    /// nothing is written. A relay never sends one message twice in a batch, and an outcome is
+    /// matched to its event by id.
+    async fn lote_com_um_id_repetido_e_recusado_inteiro(db) {
+        let tipo = tipo_de(&db.pool, "teste.lote");
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        let repetido = uuid::Uuid::now_v7();
+        let eventos = json!({ "eventos": [
+            { "id": repetido, "payload": { "chave": "a" } },
+            { "id": uuid::Uuid::now_v7(), "payload": { "chave": "b" } },
+            { "id": repetido, "payload": { "chave": "c" } },
+        ]});
+        let (status, corpo) = receptor.postar(eventos.to_string()).await;
+        assert_eq!((status, corpo["erro"].as_str()), (400, Some("invalid_batch")), "{corpo}");
+        assert!(corpo["mensagem"].as_str().unwrap().contains(&repetido.to_string()), "{corpo}");
+        assert!(efeitos(&db.pool).await.is_empty());
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_recebidas").await, 0);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The relay's side: a `Destino` groups the deliveries of one tipo that are in flight together.
 

@@ -23,10 +23,13 @@
 //!
 //! Two events of one key in a batch are applied one after the other, as two requests would be:
 //! the batch is cut into rounds in which every key appears once, each round its own
-//! transaction.
+//! transaction. Two events of one **message id** are refused with the whole batch (400
+//! `invalid_batch` naming the id, nothing applied): a relay never sends one message twice in a
+//! batch, and the sender matches each outcome to its event by id, so neither a second
+//! application nor a guess at which one was meant would be right.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
@@ -62,11 +65,18 @@ fn ler_lote(corpo: &[u8], limite: usize) -> Result<Vec<EventoDoLote<'_>>, Recusa
     }
     .deserialize(&mut leitor)
     .and_then(|eventos| leitor.end().map(|()| eventos));
-    match lido {
-        Ok(eventos) => Ok(eventos),
-        Err(_) if demais.get() => Err(Recusa::Demais { limite }),
-        Err(falha) => Err(Recusa::Invalido(falha.to_string())),
+    let eventos = match lido {
+        Ok(eventos) => eventos,
+        Err(_) if demais.get() => return Err(Recusa::Demais { limite }),
+        Err(falha) => return Err(Recusa::Invalido(falha.to_string())),
+    };
+    // One message id twice: a relay never sends that, and an outcome is matched to its event by
+    // id, so the batch is refused rather than one of them guessed.
+    let mut vistos = HashSet::with_capacity(eventos.len());
+    if let Some(repetido) = eventos.iter().find(|evento| !vistos.insert(evento.id)) {
+        return Err(Recusa::IdRepetido(repetido.id));
     }
+    Ok(eventos)
 }
 
 /// The envelope's reader: an object with one field, `eventos` (any other is refused, as
@@ -193,6 +203,8 @@ enum Recusa {
     Invalido(String),
     /// 413: more events than the limit.
     Demais { limite: usize },
+    /// 400: two events with one message id.
+    IdRepetido(Uuid),
 }
 
 impl IntoResponse for Recusa {
@@ -204,6 +216,13 @@ impl IntoResponse for Recusa {
                 format!(
                     "not a batch: send {{\"eventos\": [{{\"id\": \"<uuid>\", \"payload\": {{...}}}}]}} \
                      ({falha})"
+                ),
+            ),
+            Recusa::IdRepetido(id) => (
+                "invalid_batch",
+                format!(
+                    "message id {id} is in the batch more than once: send each event once (an \
+                     outcome is matched to its event by id)"
                 ),
             ),
             Recusa::Demais { limite } => (

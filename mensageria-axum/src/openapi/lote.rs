@@ -211,7 +211,7 @@ pub(super) fn operacao(tipo: &str, convergente: bool, limite: LimiteLote) -> Ope
                 "`invalid_cloudevent`: CloudEvents attributes that do not fit this route \
                  (`ce-type` another tipo, `ce-specversion` not `1.0`, a `ce-*` attribute sent \
                  twice), refused before the body is read; `invalid_batch`: the body is not a \
-                 batch envelope; `incomplete_body`: it ended early; nothing applied",
+                 batch envelope, or two of its events have one `id`; `incomplete_body`: it ended early; nothing applied",
                 "MensageriaErro",
             ),
         )
