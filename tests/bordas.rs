@@ -31,7 +31,7 @@ use mensageria_testes::{PgIsolado, e_postgres, esperar_ate, nos_dois_bancos};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-const TOKEN: &str = "t0k-bordas";
+const TOKEN: &str = "t0k-bordas-de-teste";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Aviso {

@@ -28,7 +28,7 @@ use mensageria_testes::{Sql, contar, e_postgres, esperar_saida_vazia, nos_dois_b
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-const TOKEN: &str = "t0k-ce";
+const TOKEN: &str = "t0k-ce-de-teste-1234";
 const APP: &str = "pedidos";
 
 #[derive(Debug, Serialize, Deserialize)]

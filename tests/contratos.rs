@@ -33,7 +33,7 @@ async fn o_relay_do_remetente_entrega_ao_router_do_destinatario_uma_vez_cada() {
         .await
         .unwrap();
 
-    let app = mensageria_axum::router(destinatario.clone(), mensageria_axum::Config::new(["t0k"]))
+    let app = mensageria_axum::router(destinatario.clone(), mensageria_axum::Config::new(["t0k-de-teste-1234"]))
         .unwrap();
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", ouvinte.local_addr().unwrap());
@@ -69,7 +69,7 @@ async fn o_relay_do_remetente_entrega_ao_router_do_destinatario_uma_vez_cada() {
             .com_backoff(Duration::from_millis(20), Duration::from_millis(200))
             .com_concorrencia(8),
     )
-    .recurso(Destino::new(&url).unwrap().com_token("t0k"))
+    .recurso(Destino::new(&url).unwrap().com_token("t0k-de-teste-1234"))
     .spawn()
     .unwrap();
     esperar_saida_vazia(&remetente, 30).await;

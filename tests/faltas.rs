@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, Transaction};
 use tokio::time::Instant;
 
-const TOKEN: &str = "faltas-token";
+const TOKEN: &str = "faltas-token-de-teste";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Evento {

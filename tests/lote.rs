@@ -153,7 +153,7 @@ impl Receptor {
         let resposta = self
             .cliente
             .post(&self.url)
-            .bearer_auth("t0k")
+            .bearer_auth("t0k-de-teste-1234")
             .header("content-type", "application/json")
             .body(corpo)
             .send()
@@ -205,7 +205,7 @@ nos_dois_bancos! {
     /// in the batch's transaction; the batch sent again (its answer lost) applies nothing.
     async fn uma_falha_no_lote_nao_perde_nem_dobra_as_outras(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
         let mut itens: Vec<Value> = (0..64).map(|n| json!({ "chave": format!("k{n:02}") })).collect();
         itens[10] = json!({ "chave": "recusar" });
         itens[20] = json!({ "chave": "panico" });
@@ -250,7 +250,7 @@ nos_dois_bancos! {
     async fn lote_com_metade_falhando_roda_cada_evento_no_maximo_duas_vezes(db) {
         let tipo = tipo_de(&db.pool, "teste.lote-contado");
         let execucoes = if e_postgres(&db.pool) { &EXECUCOES_PG } else { &EXECUCOES_LITE };
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
         // What event `n` of a layout does: `None` applies, `Some(falha)` fails.
         let intercalados = |n: usize| [None, Some("panico"), None, Some("recusar")][n % 4];
         let bons_primeiro = |n: usize| match n {
@@ -300,7 +300,7 @@ nos_dois_bancos! {
     /// temporary failure carries its Retry-After per event.
     async fn lote_misto_tem_um_desfecho_por_evento(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
         assert_eq!(receptor.lote(&[json!({ "chave": "velho" })]).await, ["applied"]);
         let longa = "x".repeat(2000);
         let eventos = json!({ "eventos": [
@@ -330,7 +330,7 @@ nos_dois_bancos! {
     /// v2 after v3 is stale), a version older than the stored one is a duplicate.
     async fn lote_convergente_aplica_as_versoes_em_ordem(db) {
         let tipo = tipo_de(&db.pool, "teste.lote-versao");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
         assert_eq!(receptor.lote(&[json!({ "chave": "a", "versao": 5 })]).await, ["applied"]);
         let resultados = receptor.lote(&[
             json!({ "chave": "a", "versao": 4 }),
@@ -348,7 +348,7 @@ nos_dois_bancos! {
     /// Whole-batch refusals, each with its status and code, and nothing written.
     async fn lote_recusado_inteiro_nao_escreve_nada(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let config = Config::new(["t0k"]).com_limite_lote(3, 64 * 1024);
+        let config = Config::new(["t0k-de-teste-1234"]).com_limite_lote(3, 64 * 1024);
         let receptor = Receptor::iniciar(&db.pool, &tipo, config).await;
         let um = |chave: &str| json!({ "id": uuid::Uuid::now_v7(), "payload": { "chave": chave } });
 
@@ -367,9 +367,9 @@ nos_dois_bancos! {
 
         let sem_token = receptor.cliente.post(&receptor.url).header("content-type", "application/json").body(json!({ "eventos": [um("a")] }).to_string()).send().await.unwrap();
         assert_eq!(sem_token.status(), 401);
-        let texto = receptor.cliente.post(&receptor.url).bearer_auth("t0k").header("content-type", "text/plain").body(json!({ "eventos": [um("a")] }).to_string()).send().await.unwrap();
+        let texto = receptor.cliente.post(&receptor.url).bearer_auth("t0k-de-teste-1234").header("content-type", "text/plain").body(json!({ "eventos": [um("a")] }).to_string()).send().await.unwrap();
         assert_eq!(texto.status(), 415);
-        let desconhecido = receptor.cliente.post(receptor.url.replace(&tipo, "nao.existe")).bearer_auth("t0k").body("{}").send().await.unwrap();
+        let desconhecido = receptor.cliente.post(receptor.url.replace(&tipo, "nao.existe")).bearer_auth("t0k-de-teste-1234").body("{}").send().await.unwrap();
         assert_eq!(desconhecido.status(), 404);
 
         // An empty batch is a valid batch with nothing in it.
@@ -386,7 +386,7 @@ nos_dois_bancos! {
     /// 413 `batch_too_large`, not a 400; and a 70,000-event batch is refused in milliseconds.
     async fn lote_com_eventos_demais_e_recusado_antes_de_ler_o_resto(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let config = Config::new(["t0k"]).com_limite_lote(3, 16 * 1024 * 1024);
+        let config = Config::new(["t0k-de-teste-1234"]).com_limite_lote(3, 16 * 1024 * 1024);
         let receptor = Receptor::iniciar(&db.pool, &tipo, config).await;
         let um = |n: usize| json!({ "id": uuid::Uuid::now_v7(), "payload": { "chave": format!("k{n}") } }).to_string();
         let quatro: Vec<String> = (0..4).map(um).collect();
@@ -418,7 +418,7 @@ nos_dois_bancos! {
     /// matched to its event by id.
     async fn lote_com_um_id_repetido_e_recusado_inteiro(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
         let repetido = uuid::Uuid::now_v7();
         let eventos = json!({ "eventos": [
             { "id": repetido, "payload": { "chave": "a" } },
@@ -469,7 +469,7 @@ async fn receptor_contado(
     mensageria_core::migrar(pool).await.unwrap();
     sqlx::query(EFEITO).execute(pool).await.unwrap();
     let app = if so_unica {
-        let estado = mensageria_axum::Estado::new(pool.clone(), Config::new(["t0k"])).unwrap();
+        let estado = mensageria_axum::Estado::new(pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
         axum::Router::new()
             .route(
                 "/m2m/teste.lote",
@@ -477,7 +477,7 @@ async fn receptor_contado(
             )
             .with_state(estado)
     } else {
-        mensageria_axum::router(pool.clone(), Config::new(["t0k"])).unwrap()
+        mensageria_axum::router(pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap()
     };
     let pedidos = std::sync::Arc::new(Pedidos::default());
     let contador = std::sync::Arc::clone(&pedidos);
@@ -518,7 +518,7 @@ fn relay_para(pool: &sqlx::PgPool, url: &str) -> mensageria_core::relay::Relay<P
         .com_concorrencia(64)
         .com_backoff(Duration::from_millis(10), Duration::from_millis(10));
     mensageria_core::relay::Relay::new(pool.clone(), config)
-        .recurso(mensageria_core::Destino::new(url).unwrap().com_token("t0k"))
+        .recurso(mensageria_core::Destino::new(url).unwrap().com_token("t0k-de-teste-1234"))
 }
 
 /// 320 messages through a relay with 64 deliveries in flight: every effect applied once, and

@@ -31,7 +31,7 @@ use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
 use mensageria_testes::{PgIsolado, contar};
 use serde::{Deserialize, Serialize};
 
-const TOKEN: &str = "t0k-lento";
+const TOKEN: &str = "t0k-lento-de-teste";
 const EVENTOS: i64 = 300;
 const POR_EVENTO: Duration = Duration::from_millis(250);
 /// The receptor's connections: how many effects it runs at once.

@@ -38,7 +38,7 @@ mod ordem_passo;
 
 use ordem_passo::Passo;
 
-const TOKEN: &str = "faltas-token";
+const TOKEN: &str = "faltas-token-de-teste";
 const APP_ORDEM: &str = env!("CARGO_BIN_EXE_app-ordem");
 const DRENAR: Duration = Duration::from_secs(45);
 

@@ -64,7 +64,7 @@ nos_dois_bancos! {
         mensageria_core::migrar(&db.pool).await.unwrap();
         sqlx::query(EFEITO).execute(&db.pool).await.unwrap();
         let tipo = if e_postgres(&db.pool) { "teste.encerramento" } else { "teste.encerramento-lite" };
-        let app = mensageria_axum::router(db.pool.clone(), Config::new(["t0k"])).unwrap();
+        let app = mensageria_axum::router(db.pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
         let base = servir(app).await;
         let url = format!("{base}/m2m/{tipo}");
         let cliente = reqwest::Client::new();
@@ -76,30 +76,30 @@ nos_dois_bancos! {
             pedido.send()
         };
 
-        let primeira = postar(r#"{"cnpj":"1","chave":"a|b"}"#, Some("t0k")).await.unwrap();
+        let primeira = postar(r#"{"cnpj":"1","chave":"a|b"}"#, Some("t0k-de-teste-1234")).await.unwrap();
         assert_eq!(primeira.status(), 200);
         assert!(primeira.text().await.unwrap().contains("\"applied\""));
-        let segunda = postar(r#"{"cnpj":"1","chave":"a|b"}"#, Some("t0k")).await.unwrap();
+        let segunda = postar(r#"{"cnpj":"1","chave":"a|b"}"#, Some("t0k-de-teste-1234")).await.unwrap();
         assert_eq!(segunda.status(), 200);
         assert!(segunda.text().await.unwrap().contains("\"duplicate\""));
         // Injective key: ("1|a", "b") is another event.
-        assert!(postar(r#"{"cnpj":"1|a","chave":"b"}"#, Some("t0k")).await.unwrap().text().await.unwrap().contains("applied"));
+        assert!(postar(r#"{"cnpj":"1|a","chave":"b"}"#, Some("t0k-de-teste-1234")).await.unwrap().text().await.unwrap().contains("applied"));
         // 20 concurrent copies of one new event: one effect.
-        let copias: Vec<_> = (0..20).map(|_| postar(r#"{"cnpj":"2","chave":"x"}"#, Some("t0k"))).collect();
+        let copias: Vec<_> = (0..20).map(|_| postar(r#"{"cnpj":"2","chave":"x"}"#, Some("t0k-de-teste-1234"))).collect();
         for resposta in futures_join(copias).await {
             assert_eq!(resposta.unwrap().status(), 200);
         }
         // Bad input: nothing written.
         assert_eq!(postar(r#"{"cnpj":"3","chave":"y"}"#, None).await.unwrap().status(), 401);
         assert_eq!(postar(r#"{"cnpj":"3","chave":"y"}"#, Some("errado")).await.unwrap().status(), 401);
-        assert_eq!(postar(r#"{"cnpj":"3""#, Some("t0k")).await.unwrap().status(), 400);
-        assert_eq!(postar(r#"{"cnpj":"3","chave":"recusar"}"#, Some("t0k")).await.unwrap().status(), 422);
+        assert_eq!(postar(r#"{"cnpj":"3""#, Some("t0k-de-teste-1234")).await.unwrap().status(), 400);
+        assert_eq!(postar(r#"{"cnpj":"3","chave":"recusar"}"#, Some("t0k-de-teste-1234")).await.unwrap().status(), 422);
         // Over the limit: refused from its Content-Length, before the body is read.
         let endereco = base.trim_start_matches("http://").parse().unwrap();
         let caminho = format!("/m2m/{tipo}");
-        let status = mensageria_testes::so_a_cabeca(endereco, &caminho, "authorization: Bearer t0k\r\n", 2 * 1024 * 1024).await;
+        let status = mensageria_testes::so_a_cabeca(endereco, &caminho, "authorization: Bearer t0k-de-teste-1234\r\n", 2 * 1024 * 1024).await;
         assert_eq!(status, "HTTP/1.1 413 Payload Too Large");
-        let desconhecido = cliente.post(format!("{base}/m2m/nao.existe")).bearer_auth("t0k").body("{}").send().await.unwrap();
+        let desconhecido = cliente.post(format!("{base}/m2m/nao.existe")).bearer_auth("t0k-de-teste-1234").body("{}").send().await.unwrap();
         assert_eq!(desconhecido.status(), 404);
 
         let efeitos: Vec<(String, String)> = sqlx::query_as("SELECT cnpj, chave FROM efeito ORDER BY cnpj")
@@ -126,4 +126,33 @@ where
         saidas.push(tarefa.await.unwrap());
     }
     saidas
+}
+
+/// A bearer token shorter than 16 characters is refused when the receptores are set up
+/// (`Config::validar`, so `router` and `Estado::new`), with what to do and without the token
+/// (issue 25: a one-character token was accepted by the router). One weak token among
+/// rotated ones is enough to refuse; 16 characters are accepted.
+#[tokio::test]
+async fn token_curto_demais_e_recusado_com_o_que_fazer() {
+    let db = mensageria_testes::SqliteIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    for tokens in [
+        vec!["x"],
+        vec!["segredo-curto"],
+        vec!["um-token-longo-o-bastante", "123456789012345"],
+    ] {
+        let erro = match mensageria_axum::router(db.pool.clone(), Config::new(tokens.clone())) {
+            Ok(_) => panic!("{tokens:?} accepted"),
+            Err(erro) => erro.to_string(),
+        };
+        assert!(erro.contains("shorter than 16 characters"), "{tokens:?}: {erro}");
+        assert!(erro.contains("openssl rand"), "{tokens:?}: {erro}");
+        for token in &tokens {
+            assert!(token.len() == 1 || !erro.contains(token), "the token leaked: {erro}");
+        }
+        assert!(mensageria_axum::Estado::new(db.pool.clone(), Config::new(tokens.clone())).is_err());
+    }
+    assert!(Config::new(["1234567890123456"]).validar().is_ok());
+    assert!(mensageria_axum::router(db.pool.clone(), Config::new(["um-token-longo-o-bastante"])).is_ok());
+    db.descartar().await;
 }

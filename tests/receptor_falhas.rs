@@ -32,7 +32,7 @@ use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-const TOKEN: &str = "t0k";
+const TOKEN: &str = "t0k-de-teste-1234";
 
 #[derive(Deserialize)]
 struct Simples {
@@ -734,18 +734,18 @@ nos_dois_bancos! {
     async fn sem_token_valido_responde_401_e_dois_tokens_valem(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
-        let s = servir(db.pool.clone(), Config::new(["novo", "antigo"])).await;
+        let s = servir(db.pool.clone(), Config::new(["token-novo-0123456789", "token-antigo-0123456789"])).await;
         let intruso = || json!({ "id": "intruso" }).to_string();
 
         let mut recusados = vec![("no header", enviar(s.sem_token(&tipo).body(intruso())).await)];
         for autorizacao in [
             "Bearer errado",
-            "Bearer nov",
-            "Bearer novox",
-            // (`Bearer  novo`, two spaces, is valid: RFC 6750 allows 1*SP after the scheme.)
-            "Bearer novo antigo",
-            "Basic novo",
-            "novo",
+            "Bearer token-novo-012345678",
+            "Bearer token-novo-0123456789x",
+            // (`Bearer  token-novo-0123456789`, two spaces, is valid: RFC 6750 allows 1*SP after the scheme.)
+            "Bearer token-novo-0123456789 token-antigo-0123456789",
+            "Basic token-novo-0123456789",
+            "token-novo-0123456789",
             "Bearer",
         ] {
             let pedido = s.sem_token(&tipo).header("authorization", autorizacao).body(intruso());
@@ -766,10 +766,10 @@ nos_dois_bancos! {
         let com = |token: &str, id: &str| {
             enviar(s.sem_token(&tipo).bearer_auth(token).body(json!({ "id": id }).to_string()))
         };
-        com("novo", "via-novo").await.assert_resultado("applied");
-        com("antigo", "via-antigo").await.assert_resultado("applied");
-        com("antigo", "via-novo").await.assert_resultado("duplicate");
-        com("novo", "via-antigo").await.assert_resultado("duplicate");
+        com("token-novo-0123456789", "via-novo").await.assert_resultado("applied");
+        com("token-antigo-0123456789", "via-antigo").await.assert_resultado("applied");
+        com("token-antigo-0123456789", "via-novo").await.assert_resultado("duplicate");
+        com("token-novo-0123456789", "via-antigo").await.assert_resultado("duplicate");
 
         assert_eq!(efeitos(&db.pool, "simples").await, linhas(&[("via-antigo", ""), ("via-novo", "")]));
         assert_eq!(

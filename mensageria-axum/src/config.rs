@@ -10,11 +10,14 @@ use mensageria_core::configuracao::{ErroConfiguracao, exigir_retencao};
 /// use std::time::Duration;
 /// use mensageria_axum::Config;
 ///
-/// let config = Config::new(["token-atual", "token-anterior"]).com_limite_corpo(256 * 1024);
+/// let config = Config::new(["token-atual-6Yq2vN8rTz", "token-anterior-Kp4sW9xLm"])
+///     .com_limite_corpo(256 * 1024);
 /// assert!(config.validar().is_ok());
 /// // A retention shorter than the senders' redelivery horizon would apply a late redelivery twice.
-/// let curta = Config::new(["t"]).com_retencao(Duration::from_secs(3600));
+/// let curta = Config::new(["token-atual-6Yq2vN8rTz"]).com_retencao(Duration::from_secs(3600));
 /// assert!(curta.validar().is_err());
+/// // A token shorter than `Config::TOKEN_MINIMO` (16) characters is refused.
+/// assert!(Config::new(["segredo"]).validar().is_err());
 /// // Tokens never appear in `Debug` output.
 /// assert!(!format!("{config:?}").contains("token-atual"));
 /// ```
@@ -23,6 +26,8 @@ pub struct Config {
     /// SHA-256 of each accepted token: the tokens themselves are not kept, and comparing
     /// fixed-size digests takes the same time whatever the presented token's length.
     pub(crate) tokens: Vec<[u8; 32]>,
+    /// How many characters the shortest accepted token has (checked by `validar`).
+    menor_token: Option<usize>,
     pub(crate) limite_corpo: usize,
     pub(crate) limite_lote: LimiteLote,
     pub(crate) retencao: Duration,
@@ -62,16 +67,28 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
-    /// Accepts requests bearing any of `tokens` (several, so they can be rotated). Defaults:
+    /// The fewest characters a bearer token may have. 16 random characters of the base64
+    /// alphabet are 96 bits, beyond any guessing over HTTP; a shorter token is more likely a
+    /// placeholder (`"t"`, `"secret"`, a dev default) than a secret, and is refused by
+    /// [`validar`](Self::validar) (so by [`router`](crate::router) and
+    /// [`Estado::new`](crate::Estado::new)).
+    pub const TOKEN_MINIMO: usize = 16;
+
+    /// Accepts requests bearing any of `tokens` (several, so they can be rotated), each of at
+    /// least [`TOKEN_MINIMO`](Self::TOKEN_MINIMO) characters (blank ones are dropped). Defaults:
     /// body limit 1 MiB, dedup retention 30 days, senders' redelivery horizon as the relay's
     /// defaults give it, routes at `POST /m2m/{tipo}`, OpenAPI at `GET /m2m/openapi.json`,
     /// 30 s per request.
     pub fn new<T: Into<String>>(tokens: impl IntoIterator<Item = T>) -> Self {
+        let tokens: Vec<String> = tokens
+            .into_iter()
+            .map(Into::into)
+            .filter(|token: &String| !token.trim().is_empty())
+            .collect();
         Self {
+            menor_token: tokens.iter().map(|token| token.chars().count()).min(),
             tokens: tokens
-                .into_iter()
-                .map(Into::into)
-                .filter(|token: &String| !token.trim().is_empty())
+                .iter()
                 .map(|token| resumo_do_token(token.as_bytes()))
                 .collect(),
             limite_corpo: 1024 * 1024,
@@ -142,6 +159,14 @@ impl Config {
     pub fn validar(&self) -> Result<(), ErroConfiguracao> {
         if self.tokens.is_empty() {
             return Err(ErroConfiguracao::SemToken);
+        }
+        if self
+            .menor_token
+            .is_some_and(|tamanho| tamanho < Self::TOKEN_MINIMO)
+        {
+            return Err(ErroConfiguracao::TokenCurto {
+                minimo: Self::TOKEN_MINIMO,
+            });
         }
         exigir_retencao(self.retencao, self.horizonte_remetente)?;
         for caminho in [&self.caminho_base, &self.caminho_openapi] {

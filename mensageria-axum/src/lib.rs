@@ -25,7 +25,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
 //! mensageria_core::migrar(&pool).await?;
-//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new(["segredo"]))?;
+//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new(["segredo-0123456789"]))?;
 //! // axum::serve(listener, app).await?;
 //! # Ok(()) }
 //! ```

@@ -71,7 +71,7 @@ async fn rota_mostra_os_contadores_depois_de_uma_entrega() {
         .await
         .unwrap();
 
-    let app: axum::Router = mensageria_axum::router(pool.clone(), Config::new(["segredo"]))
+    let app: axum::Router = mensageria_axum::router(pool.clone(), Config::new(["segredo-0123456789"]))
         .unwrap()
         .merge(metricas::rota(handle));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -96,7 +96,7 @@ async fn rota_mostra_os_contadores_depois_de_uma_entrega() {
             .com_intervalo(Duration::from_millis(50))
             .com_heartbeat(Duration::from_millis(100)),
     )
-    .recurso(Destino::new(&url).unwrap().com_token("segredo"))
+    .recurso(Destino::new(&url).unwrap().com_token("segredo-0123456789"))
     .spawn()
     .unwrap();
 

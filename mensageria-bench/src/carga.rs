@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, SqlitePool, Transaction};
 
 /// The bearer token between the bench's relay and its receptor.
-pub(crate) const TOKEN: &str = "bench-token";
+pub(crate) const TOKEN: &str = "bench-token-0123456789";
 
 /// A business event of realistic size (~100 bytes of JSON).
 #[derive(Debug, Serialize, Deserialize)]

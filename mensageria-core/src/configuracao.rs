@@ -71,6 +71,17 @@ pub enum ErroConfiguracao {
     #[error("no bearer token configured: every request would be refused; pass at least one")]
     SemToken,
 
+    /// A receptor's bearer token too short to resist guessing (the token itself is not shown).
+    #[error(
+        "a bearer token is shorter than {minimo} characters, too short to resist guessing: use \
+         at least {minimo} random characters (e.g. the output of `openssl rand -base64 32`), and \
+         give the senders' `Destino::com_token` the same"
+    )]
+    TokenCurto {
+        /// The fewest characters a token may have.
+        minimo: usize,
+    },
+
     /// A route path that does not start with `/`.
     #[error("the path {caminho:?} must start with '/'")]
     Caminho {

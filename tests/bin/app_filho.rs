@@ -34,7 +34,7 @@ pub(crate) fn rodar(app: &str) {
             .expect("an HTTP client");
         let destino = Destino::new(&variavel("MENSAGERIA_TESTE_DESTINO"))
             .expect("a destination URL")
-            .com_token("faltas-token")
+            .com_token("faltas-token-de-teste")
             .com_tempo_limite(Duration::from_millis(800))
             .com_cliente(cliente);
         // `MENSAGERIA_TESTE_PADRAO`: the library's defaults (with `MENSAGERIA_INSTANCE`, a

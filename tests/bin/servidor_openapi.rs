@@ -33,7 +33,7 @@ struct Argumentos {
     #[arg(long)]
     banco: Option<PathBuf>,
     /// The bearer token accepted.
-    #[arg(long, env = "MENSAGERIA_TOKEN", default_value = "t0k")]
+    #[arg(long, env = "MENSAGERIA_TOKEN", default_value = "t0k-de-teste-1234")]
     token: String,
 }
 

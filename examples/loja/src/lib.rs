@@ -51,7 +51,7 @@ use mensageria_core::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use mensageria_core::teste::PgIsolado;
 
 /// The token both services accept and present (one shared secret, for the example).
-pub const TOKEN: &str = "loja-segredo";
+pub const TOKEN: &str = "loja-segredo-0123456789";
 
 /// The services' pool: `DATABASE_URL`, with `search_path` set to `LOJA_SCHEMA` when given.
 /// Three connections: a relay and a router each get one of these.

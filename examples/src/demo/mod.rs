@@ -39,7 +39,7 @@ pub use relatorio::Relatorio;
 pub type Erro = Box<dyn std::error::Error + Send + Sync>;
 
 /// The bearer token the fiscal accepts and the emissor sends.
-const TOKEN: &str = "demo-token";
+const TOKEN: &str = "demo-token-0123456789";
 
 /// Producer tasks writing concurrently to the emissor's database.
 const PRODUTORES: u64 = 4;

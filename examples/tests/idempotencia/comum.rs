@@ -39,7 +39,7 @@ where
     (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     sqlx::query(TABELA).execute(&relay).await.unwrap();
-    let app = mensageria_axum::router(receptores, mensageria_axum::Config::new(["t0k"])).unwrap();
+    let app = mensageria_axum::router(receptores, mensageria_axum::Config::new(["t0k-de-teste-1234"])).unwrap();
     let servidor = ServidorDeTeste::iniciar(app).await.unwrap(); // 127.0.0.1:0, counts requests
     let pool = relay;
 
@@ -50,7 +50,7 @@ where
         .recurso(
             Destino::new(&servidor.base())
                 .unwrap()
-                .com_token("t0k")
+                .com_token("t0k-de-teste-1234")
                 .com_lote_maximo(1),
         );
     for pedido in ["p-1", "p-2", "p-3"] {
