@@ -273,7 +273,7 @@ impl Destino {
             .header("x-mensageria-tipo", ctx.tipo())
             .header("x-mensageria-tentativa", ctx.tentativa().to_string())
             .header("x-correlation-id", ctx.correlacao());
-        for (nome, valor) in atributos_cloudevents(ctx) {
+        for (nome, valor) in crate::cloudevents::atributos(ctx) {
             pedido = pedido.header(nome, valor);
         }
         pedido = pedido.body(corpo);
@@ -355,46 +355,6 @@ impl Destino {
         url.set_path(&format!("{prefixo}/{caminho}"));
         url
     }
-}
-
-/// The CloudEvents 1.0 attributes of a delivery, as the HTTP binding's binary mode writes them
-/// (header name, value), `ce-time` only when the message id carries a timestamp.
-fn atributos_cloudevents(ctx: &ContextoEnvio) -> Vec<(&'static str, String)> {
-    let mut atributos = vec![
-        ("ce-specversion", "1.0".to_owned()),
-        ("ce-id", ctx.id_mensagem().to_string()),
-        ("ce-type", codificar_atributo(ctx.tipo())),
-        (
-            "ce-source",
-            codificar_atributo(ctx.app().unwrap_or("mensageria")),
-        ),
-    ];
-    if let Some(instante) = enfileirada_em(ctx.id_mensagem()) {
-        atributos.push(("ce-time", instante));
-    }
-    atributos
-}
-
-/// When message `id` was enqueued: the timestamp of its UUIDv7 (the saída makes one per
-/// message at enqueue), in RFC 3339, UTC, milliseconds. `None` for an id without a timestamp.
-fn enfileirada_em(id: uuid::Uuid) -> Option<String> {
-    let (segundos, nanos) = id.get_timestamp()?.to_unix();
-    let instante = chrono::DateTime::from_timestamp(i64::try_from(segundos).ok()?, nanos)?;
-    Some(instante.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-}
-
-/// A CloudEvents attribute as a header value: UTF-8 bytes outside printable ASCII, the space,
-/// `"` and `%` percent-encoded (HTTP binding 1.0, section 3.1.3.2).
-fn codificar_atributo(valor: &str) -> String {
-    let mut codificado = String::with_capacity(valor.len());
-    for byte in valor.bytes() {
-        if (0x21..=0x7e).contains(&byte) && byte != b'"' && byte != b'%' {
-            codificado.push(char::from(byte));
-        } else {
-            codificado.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    codificado
 }
 
 /// The wait the destination asked for (`Retry-After` in seconds), if any.
@@ -656,45 +616,6 @@ mod testes {
         ] {
             assert!(!resposta_do_receptor(outro, tipo), "{outro:?}");
         }
-    }
-
-    #[test]
-    fn atributos_cloudevents_do_modo_binario() {
-        // The id of the binding's example is not a UUID; ours is the message id, a UUIDv7
-        // whose timestamp is 2018-04-05T03:56:24Z (the example's `ce-time`).
-        let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
-            uuid::NoContext,
-            1_522_900_584,
-            0,
-        ));
-        let ctx = ContextoEnvio::new(id, "com.example.someevent").com_app("/mycontext/subcontext");
-        let atributos = atributos_cloudevents(&ctx);
-        let valor = |nome: &str| {
-            atributos
-                .iter()
-                .find(|(n, _)| *n == nome)
-                .map(|(_, v)| v.as_str())
-        };
-        assert_eq!(valor("ce-specversion"), Some("1.0"));
-        assert_eq!(valor("ce-id"), Some(id.to_string().as_str()));
-        assert_eq!(valor("ce-type"), Some("com.example.someevent"));
-        assert_eq!(valor("ce-source"), Some("/mycontext/subcontext"));
-        assert_eq!(valor("ce-time"), Some("2018-04-05T03:56:24.000Z"));
-        for (nome, valor) in &atributos {
-            assert!(HeaderValue::from_str(valor).is_ok(), "{nome}: {valor}");
-        }
-        // A hand-built context: no app, an id without a timestamp.
-        let ctx = ContextoEnvio::new(uuid::Uuid::nil(), "a.b");
-        let atributos = atributos_cloudevents(&ctx);
-        assert!(atributos.contains(&("ce-source", "mensageria".to_owned())));
-        assert!(!atributos.iter().any(|(nome, _)| *nome == "ce-time"));
-    }
-
-    #[test]
-    fn atributo_fora_do_ascii_imprimivel_e_codificado() {
-        assert_eq!(codificar_atributo("emissor"), "emissor");
-        assert_eq!(codificar_atributo("faturação 1"), "fatura%C3%A7%C3%A3o%201");
-        assert_eq!(codificar_atributo("a\"b%c"), "a%22b%25c");
     }
 
     #[test]

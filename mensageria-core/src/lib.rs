@@ -17,6 +17,7 @@
 //! - [`configuracao`]: what makes a setting invalid ([`ErroConfiguracao`]).
 
 pub mod banco;
+pub mod cloudevents;
 pub mod configuracao;
 pub mod correlacao;
 mod despacho;
