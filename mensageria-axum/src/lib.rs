@@ -81,6 +81,7 @@ mod lote;
 pub mod metricas;
 mod openapi;
 mod receber;
+pub mod recepcao;
 mod receptor;
 mod rejeicao;
 mod rotas;
@@ -107,7 +108,7 @@ pub use estado::Estado;
 /// (without it: "`Payload` is not an `#[evento]`, so it has no tipo of its own").
 pub use mensageria_macros::receptor;
 pub use openapi::EsquemaEvento;
-pub use receptor::Receptor;
+pub use receptor::{Receptor, ReceptorRegistrado, registrados};
 pub use rejeicao::Rejeicao;
 pub use rotas::{purgar, rota, rota_lote, router};
 pub use servidor::{Servir, servir};
@@ -126,6 +127,7 @@ pub use mensageria_core;
 pub mod __private {
     pub use crate::chave::{ChaveNatural, ErroChave, chave, parte};
     pub use crate::openapi::{EsquemaEvento, EsquemaGenerico, Sonda, rastrear_receptor};
+    pub use crate::recepcao::aplicar_dinamico;
     pub use crate::receptor::{Receptor, ReceptorRegistrado};
     pub use crate::rejeicao::Rejeicao;
     pub use crate::rotas::{RotasDoReceptor, montar};

@@ -29,34 +29,27 @@
 //! application nor a guess at which one was meant would be right.
 
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
-use std::panic::AssertUnwindSafe;
+use std::collections::HashSet;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::FutureExt;
-use mensageria_core::correlacao;
-use mensageria_core::operacoes::{self, Recebida};
-use mensageria_core::sqlx::{Acquire, Transaction};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::cloudevents;
 use crate::desfecho::{Caso, Desfecho};
-use crate::receber::{
-    Resultado, aplicar_em, autorizado, id_aceitavel, id_do_pedido, indisponivel, ler_corpo,
-};
-use crate::{Estado, Receptor, Rejeicao};
+use crate::receber::{autorizado, id_do_pedido, ler_corpo};
+use crate::recepcao::{self, Entrada};
+use crate::{Estado, Receptor};
 
 /// Reads the request body, `{"eventos": [{"id": "<message id>", "correlacao": "...", "payload":
 /// {..}}]}`, and refuses it as soon as `eventos` holds one event more than `limite`: the events
 /// after that one are not read (a body of 70,000 events is not parsed whole to be refused).
-fn ler_lote(corpo: &[u8], limite: usize) -> Result<Vec<EventoDoLote<'_>>, Recusa> {
+fn ler_lote(corpo: &[u8], limite: usize) -> Result<Vec<Entrada<'_>>, Recusa> {
     let demais = Cell::new(false);
     let mut leitor = serde_json::Deserializer::from_slice(corpo);
     let lido = LeitorDoLote {
@@ -95,7 +88,7 @@ enum Campo {
 }
 
 impl<'de> DeserializeSeed<'de> for LeitorDoLote<'_> {
-    type Value = Vec<EventoDoLote<'de>>;
+    type Value = Vec<Entrada<'de>>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_struct("PedidoLote", &["eventos"], self)
@@ -103,7 +96,7 @@ impl<'de> DeserializeSeed<'de> for LeitorDoLote<'_> {
 }
 
 impl<'de> Visitor<'de> for LeitorDoLote<'_> {
-    type Value = Vec<EventoDoLote<'de>>;
+    type Value = Vec<Entrada<'de>>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("an object with `eventos`")
@@ -131,7 +124,7 @@ struct SequenciaDoLote<'l> {
 }
 
 impl<'de> DeserializeSeed<'de> for SequenciaDoLote<'_> {
-    type Value = Vec<EventoDoLote<'de>>;
+    type Value = Vec<Entrada<'de>>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_seq(self)
@@ -139,7 +132,7 @@ impl<'de> DeserializeSeed<'de> for SequenciaDoLote<'_> {
 }
 
 impl<'de> Visitor<'de> for SequenciaDoLote<'_> {
-    type Value = Vec<EventoDoLote<'de>>;
+    type Value = Vec<Entrada<'de>>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("an array of events")
@@ -163,18 +156,6 @@ impl<'de> Visitor<'de> for SequenciaDoLote<'_> {
         }
         Ok(eventos)
     }
-}
-
-/// One event of a batch: its message id (the relay's `x-request-id`), the correlation id in
-/// force when it was enqueued, and the payload, as the single route would get it as its body.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EventoDoLote<'a> {
-    id: Uuid,
-    #[serde(default)]
-    correlacao: Option<String>,
-    #[serde(borrow)]
-    payload: &'a RawValue,
 }
 
 /// What became of one event of a batch, in the answer's `resultados`, in the request's order.
@@ -296,7 +277,9 @@ async fn responder<R: Receptor>(
         request_id = %id_pedido,
         eventos = eventos.len(),
     );
-    let resultados = aplicar_lote::<R>(&estado, &eventos).instrument(span).await;
+    let resultados = recepcao::aplicar_lote::<R>(&estado.pool, estado.config.limite_corpo, &eventos)
+        .instrument(span)
+        .await;
     Ok(eventos
         .iter()
         .zip(resultados)
@@ -305,313 +288,6 @@ async fn responder<R: Receptor>(
             resultado(evento.id, &desfecho)
         })
         .collect())
-}
-
-/// One event of the batch that decoded and has a key: waiting for its round.
-struct Pronto<R: Receptor> {
-    /// Its position in the batch.
-    posicao: usize,
-    chave: String,
-    versao: Option<i64>,
-    /// Decoded once up front; decoded again from the body if its round has to be applied again
-    /// after its function ran.
-    evento: Option<R::Evento>,
-}
-
-/// The outcome of every event of the batch, in its order.
-async fn aplicar_lote<R: Receptor>(
-    estado: &Estado<R::Banco>,
-    eventos: &[EventoDoLote<'_>],
-) -> Vec<Desfecho> {
-    let mut desfechos: Vec<Option<Desfecho>> = eventos.iter().map(|_| None).collect();
-    // Rounds: the n-th occurrence of a key goes in round n.
-    let mut rodadas: Vec<Vec<Pronto<R>>> = Vec::new();
-    let mut ocorrencias: HashMap<String, usize> = HashMap::new();
-    for (posicao, evento) in eventos.iter().enumerate() {
-        match preparar::<R>(estado, evento) {
-            Err(desfecho) => desfechos[posicao] = Some(desfecho),
-            Ok((chave, versao, decodificado)) => {
-                let rodada = ocorrencias.entry(chave.clone()).or_insert(0);
-                if rodadas.len() <= *rodada {
-                    rodadas.push(Vec::new());
-                }
-                rodadas[*rodada].push(Pronto {
-                    posicao,
-                    chave,
-                    versao,
-                    evento: Some(decodificado),
-                });
-                *rodada += 1;
-            }
-        }
-    }
-    for rodada in rodadas {
-        for (posicao, desfecho) in aplicar_rodada::<R>(estado, eventos, rodada).await {
-            desfechos[posicao] = Some(desfecho);
-        }
-    }
-    desfechos
-        .into_iter()
-        .map(|d| d.unwrap_or(Desfecho::BancoIndisponivel))
-        .collect()
-}
-
-/// Decodes one event and builds its key; a refusal is that event's outcome.
-fn preparar<R: Receptor>(
-    estado: &Estado<R::Banco>,
-    evento: &EventoDoLote<'_>,
-) -> Result<(String, Option<i64>, R::Evento), Desfecho> {
-    let limite = estado.config.limite_corpo;
-    if evento.payload.get().len() > limite {
-        return Err(Desfecho::CorpoGrandeDemais { limite });
-    }
-    let decodificado: R::Evento =
-        serde_json::from_str(evento.payload.get()).map_err(|falha| Desfecho::PayloadInvalido {
-            tipo: R::TIPO,
-            falha,
-        })?;
-    let chave = R::chave_natural(&decodificado).map_err(Desfecho::ChaveInvalida)?;
-    let versao = R::versao(&decodificado);
-    Ok((chave.como_texto().to_owned(), versao, decodificado))
-}
-
-/// One round (distinct keys): one transaction, one dedup statement, the receptor once per new
-/// event, one commit. When an event fails, the transaction is rolled back and the round's other
-/// events are applied again one savepoint each ([`um_por_um`]): no event's function runs more
-/// than twice, whatever fails.
-async fn aplicar_rodada<R: Receptor>(
-    estado: &Estado<R::Banco>,
-    eventos: &[EventoDoLote<'_>],
-    mut vivos: Vec<Pronto<R>>,
-) -> Vec<(usize, Desfecho)> {
-    match tentar_rodada::<R>(estado, eventos, &mut vivos).await {
-        Tentativa::Commitada(novos) => vivos
-            .iter()
-            .zip(novos)
-            .map(|(pronto, novo)| (pronto.posicao, desfecho_de::<R>(novo)))
-            .collect(),
-        Tentativa::Falhou {
-            indice,
-            desfecho,
-            novos,
-        } => {
-            let falhou = vivos.remove(indice);
-            let mut novos = novos;
-            novos.remove(indice);
-            let mut desfechos = um_por_um::<R>(estado, eventos, vivos, novos).await;
-            desfechos.push((falhou.posicao, desfecho));
-            desfechos
-        }
-        Tentativa::Banco => vivos
-            .iter()
-            .map(|pronto| (pronto.posicao, Desfecho::BancoIndisponivel))
-            .collect(),
-    }
-}
-
-/// `applied` for a new event, `duplicate` for one seen before.
-fn desfecho_de<R: Receptor>(novo: bool) -> Desfecho {
-    if novo {
-        Desfecho::Aplicado {
-            tipo: R::TIPO,
-            id_pedido: String::new(),
-        }
-    } else {
-        Desfecho::Duplicado {
-            tipo: R::TIPO,
-            id_pedido: String::new(),
-        }
-    }
-}
-
-enum Tentativa {
-    /// Committed (or nothing to commit: all duplicates): for each event of the round, whether it
-    /// was new (applied).
-    Commitada(Vec<bool>),
-    /// The event at `indice` of the round failed; everything was rolled back. `novos`: for each
-    /// event of the round, whether the dedup statement found it new.
-    Falhou {
-        indice: usize,
-        desfecho: Desfecho,
-        novos: Vec<bool>,
-    },
-    /// The database failed; everything was rolled back.
-    Banco,
-}
-
-async fn tentar_rodada<R: Receptor>(
-    estado: &Estado<R::Banco>,
-    eventos: &[EventoDoLote<'_>],
-    vivos: &mut [Pronto<R>],
-) -> Tentativa {
-    let banco = |falha: mensageria_core::sqlx::Error| {
-        tracing::error!(error = %falha, "mensageria receptor: database error; nothing of the batch applied");
-        Tentativa::Banco
-    };
-    let mut tx = match estado.pool.begin().await {
-        Ok(tx) => tx,
-        Err(falha) => return banco(falha),
-    };
-    let recebidas: Vec<Recebida<'_>> = vivos
-        .iter()
-        .map(|pronto| recebida::<R>(eventos, pronto))
-        .collect();
-    let novos = match operacoes::registrar_recebidas::<R::Banco>(&mut *tx, &recebidas).await {
-        Ok(novos) => novos,
-        Err(falha) => return banco(falha),
-    };
-    if !novos.contains(&true) {
-        // Every event is a duplicate and nothing was written: no commit to wait for. The
-        // rollback is queued and leaves with the connection's release, off this request's path.
-        drop(tx);
-        return Tentativa::Commitada(novos);
-    }
-    for (indice, (pronto, novo)) in vivos.iter_mut().zip(&novos).enumerate() {
-        let Some(evento) = pronto.evento.take().filter(|_| *novo) else {
-            continue;
-        };
-        let origem = &eventos[pronto.posicao];
-        let span = span_do_evento::<R>(origem, &pronto.chave);
-        let efeito = correlacao::com(correlacao_de(origem), R::aplicar(&mut tx, evento));
-        let falha = match AssertUnwindSafe(efeito.instrument(span.clone()))
-            .catch_unwind()
-            .await
-        {
-            Ok(Ok(())) => continue,
-            Ok(Err(Rejeicao::Permanente { motivo })) => Desfecho::Rejeitado { motivo },
-            Ok(Err(Rejeicao::Temporaria {
-                motivo,
-                tentar_apos,
-            })) => Desfecho::Temporario {
-                motivo,
-                tentar_apos,
-            },
-            Err(_) => Desfecho::Panico,
-        };
-        drop(tx);
-        span.in_scope(|| {
-            tracing::warn!(
-                resultado = falha.caso().codigo(),
-                "mensageria receptor: one event of the batch failed; rolled back, the round's \
-                 other events are applied again one savepoint each"
-            )
-        });
-        return Tentativa::Falhou {
-            indice,
-            desfecho: falha,
-            novos,
-        };
-    }
-    match tx.commit().await {
-        Ok(()) => Tentativa::Commitada(novos),
-        Err(falha) => banco(falha),
-    }
-}
-
-/// After a failure in a round: its other events in one transaction, each in a savepoint of its
-/// own through the single route's dedup + effect step ([`aplicar_em`]), so a failing one is
-/// rolled back alone and the others are kept; one commit at the end. An event the round's
-/// dedup statement found a duplicate is one still (nothing was written for it).
-async fn um_por_um<R: Receptor>(
-    estado: &Estado<R::Banco>,
-    eventos: &[EventoDoLote<'_>],
-    restantes: Vec<Pronto<R>>,
-    novos: Vec<bool>,
-) -> Vec<(usize, Desfecho)> {
-    let mut tx = match estado.pool.begin().await {
-        Ok(tx) => tx,
-        Err(falha) => {
-            indisponivel(falha);
-            return restantes
-                .iter()
-                .map(|pronto| (pronto.posicao, Desfecho::BancoIndisponivel))
-                .collect();
-        }
-    };
-    let mut desfechos = Vec::with_capacity(restantes.len());
-    for (pronto, novo) in restantes.into_iter().zip(novos) {
-        let posicao = pronto.posicao;
-        let desfecho = if novo {
-            aplicar_um::<R>(&mut tx, eventos, pronto).await
-        } else {
-            desfecho_de::<R>(false)
-        };
-        desfechos.push((posicao, desfecho));
-    }
-    if let Err(falha) = tx.commit().await {
-        indisponivel(falha);
-        for (_, desfecho) in &mut desfechos {
-            if matches!(desfecho, Desfecho::Aplicado { .. }) {
-                *desfecho = Desfecho::BancoIndisponivel;
-            }
-        }
-    }
-    desfechos
-}
-
-/// One event of [`um_por_um`], in a savepoint of `tx`.
-async fn aplicar_um<R: Receptor>(
-    tx: &mut Transaction<'_, R::Banco>,
-    eventos: &[EventoDoLote<'_>],
-    mut pronto: Pronto<R>,
-) -> Desfecho {
-    let origem = &eventos[pronto.posicao];
-    let evento = match pronto.evento.take() {
-        Some(evento) => evento,
-        // Its function ran in the round that was rolled back: decoded again (it decoded then).
-        None => match serde_json::from_str(origem.payload.get()) {
-            Ok(evento) => evento,
-            Err(falha) => {
-                return Desfecho::PayloadInvalido {
-                    tipo: R::TIPO,
-                    falha,
-                };
-            }
-        },
-    };
-    let ponto = match Acquire::begin(tx).await {
-        Ok(ponto) => ponto,
-        Err(falha) => return indisponivel(falha),
-    };
-    let span = span_do_evento::<R>(origem, &pronto.chave);
-    let recebida = recebida::<R>(eventos, &pronto);
-    match aplicar_em::<R>(ponto, recebida, evento, correlacao_de(origem))
-        .instrument(span)
-        .await
-    {
-        Ok(Resultado::Aplicado) => desfecho_de::<R>(true),
-        Ok(Resultado::Duplicado) => desfecho_de::<R>(false),
-        Err(desfecho) => desfecho,
-    }
-}
-
-/// The dedup record of one event.
-fn recebida<'a, R: Receptor>(eventos: &[EventoDoLote<'_>], pronto: &'a Pronto<R>) -> Recebida<'a> {
-    Recebida {
-        tipo: R::TIPO,
-        chave: &pronto.chave,
-        id_mensagem: Some(eventos[pronto.posicao].id),
-        versao: pronto.versao,
-    }
-}
-
-/// The correlation id the event's function runs under: the one it was enqueued with, or its
-/// message id.
-fn correlacao_de(origem: &EventoDoLote<'_>) -> String {
-    origem
-        .correlacao
-        .clone()
-        .filter(|c| id_aceitavel(c))
-        .unwrap_or_else(|| origem.id.to_string())
-}
-
-fn span_do_evento<R: Receptor>(origem: &EventoDoLote<'_>, chave: &str) -> tracing::Span {
-    tracing::info_span!(
-        "mensageria.receptor",
-        tipo = R::TIPO,
-        id_mensagem = %origem.id,
-        chave = %chave,
-    )
 }
 
 /// The entry of `resultados` for one event.

@@ -61,6 +61,12 @@ pub struct ReceptorRegistrado {
     pub esquema: fn() -> crate::openapi::EsquemaEvento,
     /// Whether it is convergent (`versao = ...`): newer versions of a key are applied.
     pub convergente: bool,
+    /// Applies a batch of its events through the transport-neutral path, if the `&dyn Any` is
+    /// a `Pool` of its backend ([`recepcao::aplicar`](crate::recepcao::aplicar)).
+    pub aplicar: for<'a> fn(
+        &'a dyn Any,
+        &'a [crate::recepcao::Entrada<'a>],
+    ) -> Option<crate::recepcao::Aplicacao<'a>>,
 }
 
 inventory::collect!(ReceptorRegistrado);
@@ -72,7 +78,8 @@ impl ReceptorRegistrado {
     }
 }
 
-/// Every receptor linked into this binary.
-pub(crate) fn registrados() -> impl Iterator<Item = &'static ReceptorRegistrado> {
+/// Every receptor linked into this binary, whatever its backend: what a transport other than
+/// HTTP (a broker consumer) mounts, by tipo.
+pub fn registrados() -> impl Iterator<Item = &'static ReceptorRegistrado> {
     inventory::iter::<ReceptorRegistrado>.into_iter()
 }

@@ -120,6 +120,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                     modulo: ::core::module_path!(),
                     funcao: #nome_str,
                     montar: ::mensageria_axum::__private::montar::<#estrutura>,
+                    aplicar: ::mensageria_axum::__private::aplicar_dinamico::<#estrutura>,
                     esquema: <#estrutura as ::mensageria_axum::__private::Receptor>::esquema,
                     convergente: #convergente,
                 }

@@ -1,0 +1,461 @@
+//! The receiving path without a transport: decode, key, dedup record and effect in one
+//! transaction, an outcome per event. The HTTP routes (`receber.rs` for one event, `lote.rs`
+//! for a batch) and a broker consumer (`mensageria-nats`) are doors to it, never copies of it.
+//!
+//! A batch is applied in rounds of distinct keys, each one transaction with one dedup statement;
+//! at a round's first failure the round is rolled back and its other events are applied again
+//! one savepoint each, so the receptor's function runs at most twice per event, whatever fails
+//! (see `lote.rs` for the rule and its figures).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use mensageria_core::correlacao;
+use mensageria_core::operacoes::{self, Recebida};
+use mensageria_core::sqlx::{Acquire, Pool, Transaction};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::desfecho::Desfecho;
+use crate::receber::{Resultado, aplicar_em, id_aceitavel, indisponivel};
+use crate::{Receptor, Rejeicao};
+
+/// One event as a transport hands it over: its message id (the relay's `x-request-id`, a
+/// broker message's id), the correlation id in force when it was enqueued, and the payload, as
+/// the single route would get it as its body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entrada<'a> {
+    /// The message id.
+    pub id: Uuid,
+    /// The correlation id it was enqueued with, if any.
+    #[serde(default)]
+    pub correlacao: Option<String>,
+    /// The payload (JSON).
+    #[serde(borrow)]
+    pub payload: &'a RawValue,
+}
+
+/// What a transport does with one event's outcome: the rule the relay applies to a receptor's
+/// HTTP answers (2xx: delivered; 4xx: dead letter; 5xx: retry), from the same outcome table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Veredito {
+    /// Applied, or a duplicate (a no-op): acknowledge it.
+    Confirmar {
+        /// `applied` or `duplicate`.
+        codigo: &'static str,
+    },
+    /// It can never be applied as it is (a payload that does not decode, a key that cannot be
+    /// built, the receptor's permanent rejection): keep it as a dead letter, do not retry.
+    Rejeitar {
+        /// The stable code (`invalid_payload`, `invalid_key`, `rejected`, …).
+        codigo: &'static str,
+        /// For the operator.
+        motivo: String,
+    },
+    /// Try again later: a temporary refusal, a panic, the database.
+    Adiar {
+        /// The stable code (`temporary`, `panic`, `database`).
+        codigo: &'static str,
+        /// For the operator.
+        motivo: String,
+        /// How long the receptor (or the database) asked to wait, if it said.
+        tentar_apos: Option<Duration>,
+    },
+}
+
+impl Veredito {
+    fn de(desfecho: &Desfecho) -> Self {
+        let caso = desfecho.caso();
+        let codigo = caso.codigo();
+        let motivo = || desfecho.mensagem().unwrap_or_default();
+        let status = caso.status();
+        if status.is_success() {
+            Self::Confirmar { codigo }
+        } else if status.is_client_error() {
+            Self::Rejeitar {
+                codigo,
+                motivo: motivo(),
+            }
+        } else {
+            let tentar_apos = match desfecho {
+                Desfecho::Temporario { tentar_apos, .. } => *tentar_apos,
+                Desfecho::BancoIndisponivel => Some(Duration::from_secs(1)),
+                _ => None,
+            };
+            Self::Adiar {
+                codigo,
+                motivo: motivo(),
+                tentar_apos,
+            }
+        }
+    }
+}
+
+/// The largest payload a transport hands over, as the HTTP route's default body limit.
+const LIMITE_PAYLOAD: usize = 1024 * 1024;
+
+/// Applies `entradas`, events of `R`'s tipo, through the one receiving path (the same rounds,
+/// dedup and effect transactions as the HTTP batch route), and says for each, in order, what the
+/// transport must do with it. For a broker consumer; an HTTP app mounts the routes instead.
+///
+/// ```no_run
+/// # async fn f<R: mensageria_axum::Receptor>(pool: mensageria_core::sqlx::Pool<R::Banco>) {
+/// use mensageria_axum::recepcao::{self, Entrada, Veredito};
+/// use mensageria_core::serde_json::value::RawValue;
+///
+/// let payload = RawValue::from_string(r#"{"n": 1}"#.to_owned()).unwrap();
+/// let entradas = [Entrada { id: mensageria_core::uuid::Uuid::now_v7(), correlacao: None, payload: &payload }];
+/// for veredito in recepcao::aplicar::<R>(&pool, &entradas).await {
+///     match veredito {
+///         Veredito::Confirmar { .. } => { /* ack */ }
+///         Veredito::Rejeitar { motivo, .. } => { /* dead letter, never retried */ }
+///         Veredito::Adiar { tentar_apos, .. } => { /* redeliver later */ }
+///         _ => {}
+///     }
+/// }
+/// # }
+/// ```
+#[doc(alias("consume", "handle"))]
+pub async fn aplicar<R: Receptor>(pool: &Pool<R::Banco>, entradas: &[Entrada<'_>]) -> Vec<Veredito> {
+    let span = tracing::info_span!("mensageria.receptor.lote", tipo = R::TIPO, eventos = entradas.len());
+    aplicar_lote::<R>(pool, LIMITE_PAYLOAD, entradas)
+        .instrument(span)
+        .await
+        .iter()
+        .map(|desfecho| {
+            desfecho.contar(R::TIPO);
+            Veredito::de(desfecho)
+        })
+        .collect()
+}
+
+/// What [`aplicar`] returns, boxed, for a receptor found by tipo at run time.
+pub type Aplicacao<'a> = Pin<Box<dyn Future<Output = Vec<Veredito>> + Send + 'a>>;
+
+/// For generated code ([`ReceptorRegistrado::aplicar`](crate::receptor::ReceptorRegistrado)):
+/// [`aplicar`] for `R`, if `pool` is a `Pool` of `R`'s backend.
+#[doc(hidden)]
+pub fn aplicar_dinamico<'a, R: Receptor>(
+    pool: &'a dyn Any,
+    entradas: &'a [Entrada<'a>],
+) -> Option<Aplicacao<'a>> {
+    let pool = pool.downcast_ref::<Pool<R::Banco>>()?;
+    Some(Box::pin(aplicar::<R>(pool, entradas)))
+}
+
+/// One event of the batch that decoded and has a key: waiting for its round.
+struct Pronto<R: Receptor> {
+    /// Its position in the batch.
+    posicao: usize,
+    chave: String,
+    versao: Option<i64>,
+    /// Decoded once up front; decoded again from the body if its round has to be applied again
+    /// after its function ran.
+    evento: Option<R::Evento>,
+}
+
+/// The outcome of every event of the batch, in its order: the one receiving path, whatever the
+/// transport (the HTTP batch route, a broker consumer's fetched batch).
+pub(crate) async fn aplicar_lote<R: Receptor>(
+    pool: &Pool<R::Banco>,
+    limite_corpo: usize,
+    eventos: &[Entrada<'_>],
+) -> Vec<Desfecho> {
+    let mut desfechos: Vec<Option<Desfecho>> = eventos.iter().map(|_| None).collect();
+    // Rounds: the n-th occurrence of a key goes in round n.
+    let mut rodadas: Vec<Vec<Pronto<R>>> = Vec::new();
+    let mut ocorrencias: HashMap<String, usize> = HashMap::new();
+    for (posicao, evento) in eventos.iter().enumerate() {
+        match preparar::<R>(limite_corpo, evento) {
+            Err(desfecho) => desfechos[posicao] = Some(desfecho),
+            Ok((chave, versao, decodificado)) => {
+                let rodada = ocorrencias.entry(chave.clone()).or_insert(0);
+                if rodadas.len() <= *rodada {
+                    rodadas.push(Vec::new());
+                }
+                rodadas[*rodada].push(Pronto {
+                    posicao,
+                    chave,
+                    versao,
+                    evento: Some(decodificado),
+                });
+                *rodada += 1;
+            }
+        }
+    }
+    for rodada in rodadas {
+        for (posicao, desfecho) in aplicar_rodada::<R>(pool, eventos, rodada).await {
+            desfechos[posicao] = Some(desfecho);
+        }
+    }
+    desfechos
+        .into_iter()
+        .map(|d| d.unwrap_or(Desfecho::BancoIndisponivel))
+        .collect()
+}
+
+/// Decodes one event and builds its key; a refusal is that event's outcome.
+fn preparar<R: Receptor>(
+    limite: usize,
+    evento: &Entrada<'_>,
+) -> Result<(String, Option<i64>, R::Evento), Desfecho> {
+    if evento.payload.get().len() > limite {
+        return Err(Desfecho::CorpoGrandeDemais { limite });
+    }
+    let decodificado: R::Evento =
+        serde_json::from_str(evento.payload.get()).map_err(|falha| Desfecho::PayloadInvalido {
+            tipo: R::TIPO,
+            falha,
+        })?;
+    let chave = R::chave_natural(&decodificado).map_err(Desfecho::ChaveInvalida)?;
+    let versao = R::versao(&decodificado);
+    Ok((chave.como_texto().to_owned(), versao, decodificado))
+}
+
+/// One round (distinct keys): one transaction, one dedup statement, the receptor once per new
+/// event, one commit. When an event fails, the transaction is rolled back and the round's other
+/// events are applied again one savepoint each ([`um_por_um`]): no event's function runs more
+/// than twice, whatever fails.
+async fn aplicar_rodada<R: Receptor>(
+    pool: &Pool<R::Banco>,
+    eventos: &[Entrada<'_>],
+    mut vivos: Vec<Pronto<R>>,
+) -> Vec<(usize, Desfecho)> {
+    match tentar_rodada::<R>(pool, eventos, &mut vivos).await {
+        Tentativa::Commitada(novos) => vivos
+            .iter()
+            .zip(novos)
+            .map(|(pronto, novo)| (pronto.posicao, desfecho_de::<R>(novo)))
+            .collect(),
+        Tentativa::Falhou {
+            indice,
+            desfecho,
+            novos,
+        } => {
+            let falhou = vivos.remove(indice);
+            let mut novos = novos;
+            novos.remove(indice);
+            let mut desfechos = um_por_um::<R>(pool, eventos, vivos, novos).await;
+            desfechos.push((falhou.posicao, desfecho));
+            desfechos
+        }
+        Tentativa::Banco => vivos
+            .iter()
+            .map(|pronto| (pronto.posicao, Desfecho::BancoIndisponivel))
+            .collect(),
+    }
+}
+
+/// `applied` for a new event, `duplicate` for one seen before.
+fn desfecho_de<R: Receptor>(novo: bool) -> Desfecho {
+    if novo {
+        Desfecho::Aplicado {
+            tipo: R::TIPO,
+            id_pedido: String::new(),
+        }
+    } else {
+        Desfecho::Duplicado {
+            tipo: R::TIPO,
+            id_pedido: String::new(),
+        }
+    }
+}
+
+enum Tentativa {
+    /// Committed (or nothing to commit: all duplicates): for each event of the round, whether it
+    /// was new (applied).
+    Commitada(Vec<bool>),
+    /// The event at `indice` of the round failed; everything was rolled back. `novos`: for each
+    /// event of the round, whether the dedup statement found it new.
+    Falhou {
+        indice: usize,
+        desfecho: Desfecho,
+        novos: Vec<bool>,
+    },
+    /// The database failed; everything was rolled back.
+    Banco,
+}
+
+async fn tentar_rodada<R: Receptor>(
+    pool: &Pool<R::Banco>,
+    eventos: &[Entrada<'_>],
+    vivos: &mut [Pronto<R>],
+) -> Tentativa {
+    let banco = |falha: mensageria_core::sqlx::Error| {
+        tracing::error!(error = %falha, "mensageria receptor: database error; nothing of the batch applied");
+        Tentativa::Banco
+    };
+    let mut tx = match pool.begin().await {
+        Ok(tx) => tx,
+        Err(falha) => return banco(falha),
+    };
+    let recebidas: Vec<Recebida<'_>> = vivos
+        .iter()
+        .map(|pronto| recebida::<R>(eventos, pronto))
+        .collect();
+    let novos = match operacoes::registrar_recebidas::<R::Banco>(&mut *tx, &recebidas).await {
+        Ok(novos) => novos,
+        Err(falha) => return banco(falha),
+    };
+    if !novos.contains(&true) {
+        // Every event is a duplicate and nothing was written: no commit to wait for. The
+        // rollback is queued and leaves with the connection's release, off this request's path.
+        drop(tx);
+        return Tentativa::Commitada(novos);
+    }
+    for (indice, (pronto, novo)) in vivos.iter_mut().zip(&novos).enumerate() {
+        let Some(evento) = pronto.evento.take().filter(|_| *novo) else {
+            continue;
+        };
+        let origem = &eventos[pronto.posicao];
+        let span = span_do_evento::<R>(origem, &pronto.chave);
+        let efeito = correlacao::com(correlacao_de(origem), R::aplicar(&mut tx, evento));
+        let falha = match AssertUnwindSafe(efeito.instrument(span.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(Ok(())) => continue,
+            Ok(Err(Rejeicao::Permanente { motivo })) => Desfecho::Rejeitado { motivo },
+            Ok(Err(Rejeicao::Temporaria {
+                motivo,
+                tentar_apos,
+            })) => Desfecho::Temporario {
+                motivo,
+                tentar_apos,
+            },
+            Err(_) => Desfecho::Panico,
+        };
+        drop(tx);
+        span.in_scope(|| {
+            tracing::warn!(
+                resultado = falha.caso().codigo(),
+                "mensageria receptor: one event of the batch failed; rolled back, the round's \
+                 other events are applied again one savepoint each"
+            )
+        });
+        return Tentativa::Falhou {
+            indice,
+            desfecho: falha,
+            novos,
+        };
+    }
+    match tx.commit().await {
+        Ok(()) => Tentativa::Commitada(novos),
+        Err(falha) => banco(falha),
+    }
+}
+
+/// After a failure in a round: its other events in one transaction, each in a savepoint of its
+/// own through the single route's dedup + effect step ([`aplicar_em`]), so a failing one is
+/// rolled back alone and the others are kept; one commit at the end. An event the round's
+/// dedup statement found a duplicate is one still (nothing was written for it).
+async fn um_por_um<R: Receptor>(
+    pool: &Pool<R::Banco>,
+    eventos: &[Entrada<'_>],
+    restantes: Vec<Pronto<R>>,
+    novos: Vec<bool>,
+) -> Vec<(usize, Desfecho)> {
+    let mut tx = match pool.begin().await {
+        Ok(tx) => tx,
+        Err(falha) => {
+            indisponivel(falha);
+            return restantes
+                .iter()
+                .map(|pronto| (pronto.posicao, Desfecho::BancoIndisponivel))
+                .collect();
+        }
+    };
+    let mut desfechos = Vec::with_capacity(restantes.len());
+    for (pronto, novo) in restantes.into_iter().zip(novos) {
+        let posicao = pronto.posicao;
+        let desfecho = if novo {
+            aplicar_um::<R>(&mut tx, eventos, pronto).await
+        } else {
+            desfecho_de::<R>(false)
+        };
+        desfechos.push((posicao, desfecho));
+    }
+    if let Err(falha) = tx.commit().await {
+        indisponivel(falha);
+        for (_, desfecho) in &mut desfechos {
+            if matches!(desfecho, Desfecho::Aplicado { .. }) {
+                *desfecho = Desfecho::BancoIndisponivel;
+            }
+        }
+    }
+    desfechos
+}
+
+/// One event of [`um_por_um`], in a savepoint of `tx`.
+async fn aplicar_um<R: Receptor>(
+    tx: &mut Transaction<'_, R::Banco>,
+    eventos: &[Entrada<'_>],
+    mut pronto: Pronto<R>,
+) -> Desfecho {
+    let origem = &eventos[pronto.posicao];
+    let evento = match pronto.evento.take() {
+        Some(evento) => evento,
+        // Its function ran in the round that was rolled back: decoded again (it decoded then).
+        None => match serde_json::from_str(origem.payload.get()) {
+            Ok(evento) => evento,
+            Err(falha) => {
+                return Desfecho::PayloadInvalido {
+                    tipo: R::TIPO,
+                    falha,
+                };
+            }
+        },
+    };
+    let ponto = match Acquire::begin(tx).await {
+        Ok(ponto) => ponto,
+        Err(falha) => return indisponivel(falha),
+    };
+    let span = span_do_evento::<R>(origem, &pronto.chave);
+    let recebida = recebida::<R>(eventos, &pronto);
+    match aplicar_em::<R>(ponto, recebida, evento, correlacao_de(origem))
+        .instrument(span)
+        .await
+    {
+        Ok(Resultado::Aplicado) => desfecho_de::<R>(true),
+        Ok(Resultado::Duplicado) => desfecho_de::<R>(false),
+        Err(desfecho) => desfecho,
+    }
+}
+
+/// The dedup record of one event.
+fn recebida<'a, R: Receptor>(eventos: &[Entrada<'_>], pronto: &'a Pronto<R>) -> Recebida<'a> {
+    Recebida {
+        tipo: R::TIPO,
+        chave: &pronto.chave,
+        id_mensagem: Some(eventos[pronto.posicao].id),
+        versao: pronto.versao,
+    }
+}
+
+/// The correlation id the event's function runs under: the one it was enqueued with, or its
+/// message id.
+fn correlacao_de(origem: &Entrada<'_>) -> String {
+    origem
+        .correlacao
+        .clone()
+        .filter(|c| id_aceitavel(c))
+        .unwrap_or_else(|| origem.id.to_string())
+}
+
+fn span_do_evento<R: Receptor>(origem: &Entrada<'_>, chave: &str) -> tracing::Span {
+    tracing::info_span!(
+        "mensageria.receptor",
+        tipo = R::TIPO,
+        id_mensagem = %origem.id,
+        chave = %chave,
+    )
+}
