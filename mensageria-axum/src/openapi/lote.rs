@@ -156,6 +156,20 @@ fn resposta(descricao: &str, esquema: &str) -> Response {
         .build()
 }
 
+/// The batch's `x-request-id` header.
+fn parametro_id_do_pedido() -> ParameterBuilder {
+    ParameterBuilder::new()
+        .name("x-request-id")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "the batch's request id, echoed in the answer. Any value is accepted: one of \
+             up to 128 printable ASCII characters is kept, any other is replaced by a \
+             fresh UUID",
+        ))
+        .schema(Some(texto()))
+}
+
 /// The batch operation of one receptor.
 pub(super) fn operacao(tipo: &str, convergente: bool, limite: LimiteLote) -> Operation {
     let regra = if convergente {
@@ -175,18 +189,7 @@ pub(super) fn operacao(tipo: &str, convergente: bool, limite: LimiteLote) -> Ope
              and the others are applied without it.",
             limite.eventos, limite.bytes
         )))
-        .parameter(
-            ParameterBuilder::new()
-                .name("x-request-id")
-                .parameter_in(ParameterIn::Header)
-                .required(Required::False)
-                .description(Some(
-                    "the batch's request id, echoed in the answer. Any value is accepted: one of \
-                     up to 128 printable ASCII characters is kept, any other is replaced by a \
-                     fresh UUID",
-                ))
-                .schema(Some(texto())),
-        )
+        .parameter(parametro_id_do_pedido())
         .parameter(parametro_ce_type(tipo))
         .parameter(parametro_ce_specversion())
         .tag("mensageria")
