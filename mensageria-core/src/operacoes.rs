@@ -135,6 +135,51 @@ pub struct MortaListada {
     pub ultimo_erro: String,
 }
 
+/// An event the receiving side refused for good after a broker delivered it (see
+/// `mensageria-nats`): kept as received, in the receiving app's database, since the broker was
+/// told to stop redelivering it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MortaRecebida {
+    /// The receiving app.
+    pub app: String,
+    /// The message id.
+    pub id_mensagem: Uuid,
+    /// Its tipo.
+    pub tipo: String,
+    /// Where it came from (`nats:<stream>:<subject>`).
+    pub origem: String,
+    /// The payload as received.
+    pub payload: String,
+    /// The correlation id it came with, if any.
+    pub correlacao: Option<String>,
+    /// Why it was refused.
+    pub motivo: String,
+    /// How many times the broker had delivered it.
+    pub entregas: i64,
+    /// When it was kept (ms since the epoch; set by the database when recording).
+    pub morta_em_ms: i64,
+}
+
+/// Keeps one receiver-side dead letter (an event a broker delivered and the receptor refused for
+/// good); a second record of the same app and message id changes nothing. Returns whether it was
+/// recorded now. `morta_em_ms` is ignored: the database's clock sets it.
+pub async fn registrar_morta_recebida<DB: Banco>(
+    pool: &Pool<DB>,
+    morta: &MortaRecebida,
+) -> Result<bool, ErroOperacao> {
+    Ok(DB::registrar_morta_recebida(pool, morta).await?)
+}
+
+/// The receiver-side dead letters of `app` (every app with `None`), newest first, at most
+/// `limite`.
+pub async fn mortas_recebidas<DB: Banco>(
+    pool: &Pool<DB>,
+    app: Option<&str>,
+    limite: i64,
+) -> Result<Vec<MortaRecebida>, ErroOperacao> {
+    Ok(DB::mortas_recebidas(pool, app, limite).await?)
+}
+
 /// A page of dead letters: what [`listar_mortas`] returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -6,7 +6,8 @@
 use uuid::Uuid;
 
 use crate::operacoes::{
-    FilaDoTipo, Instancia, Morta, MortaListada, MortasDoTipo, Reivindicacao, TentativasDoTipo,
+    FilaDoTipo, Instancia, Morta, MortaListada, MortaRecebida, MortasDoTipo, Reivindicacao,
+    TentativasDoTipo,
 };
 
 /// `tipo, total, em_voo, idade_mais_antiga_ms, atras_de_morta`.
@@ -252,6 +253,40 @@ pub(crate) fn fila_da_chave<Id>(
                     ultimo_erro,
                     app,
                 })
+            },
+        )
+        .collect()
+}
+
+/// A receiver-side dead letter's columns, in the order both backends select them.
+pub(crate) type LinhaMortaRecebida = (
+    String,
+    Uuid,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    i64,
+);
+
+pub(crate) fn mortas_recebidas(linhas: Vec<LinhaMortaRecebida>) -> Vec<MortaRecebida> {
+    linhas
+        .into_iter()
+        .map(
+            |(app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, em)| {
+                MortaRecebida {
+                    app,
+                    id_mensagem,
+                    tipo,
+                    origem,
+                    payload,
+                    correlacao,
+                    motivo,
+                    entregas,
+                    morta_em_ms: em,
+                }
             },
         )
         .collect()

@@ -429,6 +429,19 @@ pub(crate) mod interno {
             limite: i64,
         ) -> impl Future<Output = Result<(Vec<MortaListada>, i64), sqlx::Error>> + Send;
 
+        /// Records a receiver-side dead letter (nothing if the app already has this message id).
+        fn registrar_morta_recebida(
+            pool: &Pool<Self>,
+            morta: &crate::operacoes::MortaRecebida,
+        ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
+        /// The receiver-side dead letters of `app` (all apps with `None`), newest first.
+        fn mortas_recebidas(
+            pool: &Pool<Self>,
+            app: Option<&str>,
+            limite: i64,
+        ) -> impl Future<Output = Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error>> + Send;
+
         /// One dead letter in full.
         fn buscar_morta(
             pool: &Pool<Self>,

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::linhas;
 use super::{
-    Batimento, BancoInterno, NovaMensagem, Pedido, Posse, Reivindicada, TABELA_MIGRACOES,
+    BancoInterno, Batimento, NovaMensagem, Pedido, Posse, Reivindicada, TABELA_MIGRACOES,
     ultima_versao,
 };
 use crate::operacoes::{
@@ -422,8 +422,8 @@ impl BancoInterno for Postgres {
         )
         .bind(instancia)
         .bind(marca)
-            .execute(pool)
-            .await?;
+        .execute(pool)
+        .await?;
         Ok(())
     }
 
@@ -737,6 +737,46 @@ impl BancoInterno for Postgres {
         Ok((linhas::mortas_listadas(linhas, Ok)?, total))
     }
 
+    async fn registrar_morta_recebida(
+        pool: &PgPool,
+        morta: &crate::operacoes::MortaRecebida,
+    ) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(
+            "INSERT INTO mensageria_mortas_recebidas \
+                 (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (app, id_mensagem) DO NOTHING",
+        )
+        .bind(&morta.app)
+        .bind(morta.id_mensagem)
+        .bind(&morta.tipo)
+        .bind(&morta.origem)
+        .bind(&morta.payload)
+        .bind(&morta.correlacao)
+        .bind(&morta.motivo)
+        .bind(morta.entregas)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn mortas_recebidas(
+        pool: &PgPool,
+        app: Option<&str>,
+        limite: i64,
+    ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
+        let linhas = sqlx::query_as(
+            "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                 (extract(epoch FROM morta_em) * 1000)::bigint \
+             FROM mensageria_mortas_recebidas WHERE $1::text IS NULL OR app = $1 \
+             ORDER BY morta_em DESC, id DESC LIMIT $2",
+        )
+        .bind(app)
+        .bind(limite)
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::mortas_recebidas(linhas))
+    }
+
     async fn buscar_morta(
         pool: &PgPool,
         id_mensagem: uuid::Uuid,
@@ -805,9 +845,8 @@ impl BancoInterno for Postgres {
     }
 
     async fn retidas(pool: &PgPool) -> Result<Vec<crate::operacoes::Retida>, sqlx::Error> {
-        let linhas: Vec<linhas::LinhaRetida> = sqlx::query_as(super::SQL_RETIDAS)
-            .fetch_all(pool)
-            .await?;
+        let linhas: Vec<linhas::LinhaRetida> =
+            sqlx::query_as(super::SQL_RETIDAS).fetch_all(pool).await?;
         Ok(linhas::retidas(linhas))
     }
 

@@ -12,7 +12,7 @@ use sqlx::{Executor, Sqlite, SqlitePool};
 
 use super::linhas;
 use super::{
-    Batimento, BancoInterno, NovaMensagem, Pedido, Posse, Reivindicada, TABELA_MIGRACOES,
+    BancoInterno, Batimento, NovaMensagem, Pedido, Posse, Reivindicada, TABELA_MIGRACOES,
     ultima_versao,
 };
 use crate::operacoes::{
@@ -685,6 +685,70 @@ impl BancoInterno for Sqlite {
         ))
     }
 
+    async fn registrar_morta_recebida(
+        pool: &SqlitePool,
+        morta: &crate::operacoes::MortaRecebida,
+    ) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(
+            "INSERT INTO mensageria_mortas_recebidas \
+                 (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (app, id_mensagem) DO NOTHING",
+        )
+        .bind(&morta.app)
+        .bind(morta.id_mensagem.to_string())
+        .bind(&morta.tipo)
+        .bind(&morta.origem)
+        .bind(&morta.payload)
+        .bind(&morta.correlacao)
+        .bind(&morta.motivo)
+        .bind(morta.entregas)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn mortas_recebidas(
+        pool: &SqlitePool,
+        app: Option<&str>,
+        limite: i64,
+    ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
+        // The message id is stored as text here.
+        type Linha = (
+            String,
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            String,
+            i64,
+            i64,
+        );
+        let linhas: Vec<Linha> = sqlx::query_as(
+            "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                     morta_em \
+                 FROM mensageria_mortas_recebidas WHERE $1 IS NULL OR app = $1 \
+                 ORDER BY morta_em DESC, id DESC LIMIT $2",
+        )
+        .bind(app)
+        .bind(limite)
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::mortas_recebidas(
+            linhas
+                .into_iter()
+                .map(
+                    |(app, id, tipo, origem, payload, correlacao, motivo, entregas, em)| {
+                        let id = uuid::Uuid::parse_str(&id).unwrap_or_default();
+                        (
+                            app, id, tipo, origem, payload, correlacao, motivo, entregas, em,
+                        )
+                    },
+                )
+                .collect(),
+        ))
+    }
+
     async fn buscar_morta(
         pool: &SqlitePool,
         id_mensagem: uuid::Uuid,
@@ -753,9 +817,8 @@ impl BancoInterno for Sqlite {
     }
 
     async fn retidas(pool: &SqlitePool) -> Result<Vec<crate::operacoes::Retida>, sqlx::Error> {
-        let linhas: Vec<linhas::LinhaRetida> = sqlx::query_as(super::SQL_RETIDAS)
-            .fetch_all(pool)
-            .await?;
+        let linhas: Vec<linhas::LinhaRetida> =
+            sqlx::query_as(super::SQL_RETIDAS).fetch_all(pool).await?;
         Ok(linhas::retidas(linhas))
     }
 

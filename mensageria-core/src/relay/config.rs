@@ -319,6 +319,16 @@ impl Config {
         self
     }
 
+    /// How long one delivery may take before it counts as a temporary failure.
+    pub fn tempo_limite_envio(&self) -> Duration {
+        self.tempo_limite_envio
+    }
+
+    /// How long a claimed row stays leased to this relay (renewed while its delivery runs).
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
     /// The redelivery horizon: after this long a message is either delivered or dead. A
     /// receptor's dedup retention must be longer (see the receptor's configuration).
     pub fn horizonte_de_reentrega(&self) -> Duration {

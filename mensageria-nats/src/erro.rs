@@ -1,0 +1,73 @@
+//! What can go wrong setting the transport up.
+
+use std::time::Duration;
+
+/// An error of the JetStream transport's set-up (publishing and consuming failures are outcomes
+/// of each message, not errors: see [`Publicador`](crate::Publicador) and
+/// [`Consumidor`](crate::Consumidor)).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErroNats {
+    /// A stream, prefix or app name JetStream would not take.
+    #[error("invalid {campo} {valor:?}: {motivo}")]
+    NomeInvalido {
+        /// `stream`, `prefix` or `app`.
+        campo: &'static str,
+        /// The name given.
+        valor: String,
+        /// What is wrong with it.
+        motivo: &'static str,
+    },
+
+    /// The stream's duplicate window is shorter than the time within which the relay publishes a
+    /// message again after a lost PubAck.
+    #[error(
+        "stream `{fluxo}` keeps message ids for {janela:?}, but the relay may publish a message \
+         again up to {minimo:?} after the first try (send timeout plus lease): set a duplicate \
+         window of at least that (Fluxo::com_janela_de_duplicatas); the receptors' natural-key \
+         dedup stays exact beyond it, the window only saves work"
+    )]
+    JanelaCurta {
+        /// The stream.
+        fluxo: String,
+        /// Its duplicate window.
+        janela: Duration,
+        /// The least it must be.
+        minimo: Duration,
+    },
+
+    /// An existing stream does not capture the subjects mensageria publishes to.
+    #[error(
+        "stream `{fluxo}` exists with subjects {assuntos:?}, which do not include `{esperado}`: \
+         add it to the stream's subjects or choose another prefix"
+    )]
+    AssuntosDoFluxo {
+        /// The stream.
+        fluxo: String,
+        /// Its subjects.
+        assuntos: Vec<String>,
+        /// What it must capture.
+        esperado: String,
+    },
+
+    /// A JetStream API request failed (server down, JetStream disabled, permissions).
+    #[error("JetStream {operacao} failed: {fonte}; is the server up with JetStream enabled (-js)?")]
+    JetStream {
+        /// What was being done.
+        operacao: &'static str,
+        /// The client's error.
+        fonte: async_nats::Error,
+    },
+
+    /// The mensageria configuration does not hang together.
+    #[error(transparent)]
+    Configuracao(#[from] mensageria_core::ErroConfiguracao),
+}
+
+impl ErroNats {
+    pub(crate) fn jetstream(
+        operacao: &'static str,
+    ) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync>) -> Self {
+        move |fonte| Self::JetStream { operacao, fonte }
+    }
+}

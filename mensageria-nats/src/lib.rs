@@ -1,0 +1,28 @@
+//! NATS JetStream as a transport of mensageria, on both sides.
+//!
+//! - **Publishing** ([`Publicador`]): a relay resource. Each app's relay still claims only the
+//!   tipos it registered an enviador for, and publishes each message to `{prefixo}.{tipo}` of one
+//!   stream ([`Fluxo`]) with its message id as `Nats-Msg-Id`; the saída row is acknowledged only
+//!   on the stream's PubAck.
+//! - **Consuming** ([`Consumidor`]): each receiving app has a durable pull consumer per tipo, so
+//!   every app gets every event (fan-out) and the replicas of one app share the work. A fetched
+//!   batch goes through the same receiving path as the HTTP routes
+//!   ([`mensageria_axum::recepcao`]): the receptor's natural-key dedup, written in the effect's
+//!   transaction, is the guarantee; JetStream's duplicate window only saves work.
+//!
+//! The same `#[enviador]` and `#[receptor]` serve HTTP and JetStream: what changes is the
+//! resource handed to the relay and the door the receptores are fed through.
+
+mod consumidor;
+mod erro;
+mod fluxo;
+mod nome;
+mod publicador;
+
+pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle};
+pub use erro::ErroNats;
+pub use fluxo::Fluxo;
+pub use publicador::Publicador;
+
+/// Re-exported: the NATS client these types take, at the version mensageria uses.
+pub use async_nats;

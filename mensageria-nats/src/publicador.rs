@@ -1,0 +1,124 @@
+//! Publishing: the relay resource an `#[enviador]` hands its message to.
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, context::PublishErrorKind};
+use mensageria_core::{ContextoEnvio, FalhaEnvio, cloudevents};
+use serde::Serialize;
+
+use crate::Fluxo;
+
+/// The JetStream destination of a relay: publishes each message to `{prefixo}.{tipo}` with its
+/// message id as `Nats-Msg-Id` and the same CloudEvents attributes a `Destino` sends as headers.
+/// The saída row is acknowledged only on the stream's PubAck (a PubAck that says `duplicate` is
+/// one: the stream had it already). The relay runs its deliveries concurrently, so a claim's
+/// messages are published together and their PubAcks awaited together over one connection.
+///
+/// ```no_run
+/// use mensageria_core::{ContextoEnvio, FalhaEnvio, enviador};
+/// use mensageria_nats::Publicador;
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct PedidoCriado { id: i64 }
+///
+/// #[enviador(tipo = "pedido.criado")]
+/// async fn publicar_pedido(evento: PedidoCriado, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+///     ctx.exigir::<Publicador>()?.publicar(&evento, ctx).await
+/// }
+///
+/// # async fn iniciar(pool: mensageria_core::sqlx::SqlitePool) -> Result<(), Box<dyn std::error::Error>> {
+/// let cliente = async_nats::connect("nats://127.0.0.1:4222").await?;
+/// let fluxo = mensageria_nats::Fluxo::new("MENSAGERIA", "mensageria")?;
+/// let js = async_nats::jetstream::new(cliente);
+/// let fluxo = fluxo.garantir(&js).await?;
+/// let relay = mensageria_core::relay::Relay::new(pool, mensageria_core::relay::Config::new("pedidos"))
+///     .recurso(Publicador::new(js, &fluxo))
+///     .spawn()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[doc(alias("publisher", "destination"))]
+pub struct Publicador {
+    js: jetstream::Context,
+    fluxo: Fluxo,
+}
+
+impl Publicador {
+    /// Publishes to `fluxo` through `js` (whose timeout bounds the wait for each PubAck; 5 s by
+    /// default, see [`com_tempo_limite`](Self::com_tempo_limite)).
+    pub fn new(js: jetstream::Context, fluxo: &Fluxo) -> Self {
+        Self {
+            js,
+            fluxo: fluxo.clone(),
+        }
+    }
+
+    /// How long to wait for a PubAck before the attempt counts as a temporary failure (the
+    /// message may still be stored: the next attempt publishes it again with the same
+    /// `Nats-Msg-Id`, which the stream drops within its duplicate window).
+    pub fn com_tempo_limite(mut self, tempo: Duration) -> Self {
+        self.js.set_timeout(tempo);
+        self
+    }
+
+    /// Publishes `evento` as the message `ctx` describes and waits for the stream's PubAck.
+    pub async fn publicar<T: Serialize + ?Sized>(
+        &self,
+        evento: &T,
+        ctx: &ContextoEnvio,
+    ) -> Result<(), FalhaEnvio> {
+        let corpo = serde_json::to_vec(evento).map_err(|erro| {
+            FalhaEnvio::permanente(format!("the payload does not serialize to JSON: {erro}"))
+        })?;
+        let assunto = self.fluxo.assunto(ctx.tipo());
+        let ack = self
+            .js
+            .publish_with_headers(assunto.clone(), cabecalhos(ctx), corpo.into())
+            .await
+            .map_err(|erro| falha(&assunto, erro.kind(), &erro))?;
+        let ack = ack
+            .await
+            .map_err(|erro| falha(&assunto, erro.kind(), &erro))?;
+        tracing::debug!(
+            subject = %assunto,
+            stream = %ack.stream,
+            sequence = ack.sequence,
+            duplicate = ack.duplicate,
+            "mensageria nats: published"
+        );
+        Ok(())
+    }
+}
+
+/// `Nats-Msg-Id` (the message id: the stream's dedup key), the CloudEvents attributes, the
+/// correlation id and the content type.
+fn cabecalhos(ctx: &ContextoEnvio) -> HeaderMap {
+    let mut cabecalhos = HeaderMap::new();
+    cabecalhos.insert("Nats-Msg-Id", ctx.id_mensagem().to_string());
+    for (nome, valor) in cloudevents::atributos(ctx) {
+        cabecalhos.insert(nome, valor);
+    }
+    cabecalhos.insert("x-correlation-id", ctx.correlacao());
+    cabecalhos.insert("content-type", "application/json");
+    cabecalhos
+}
+
+/// A failed publish, as the relay must treat it, with a reason an operator can act on.
+fn falha(assunto: &str, tipo: PublishErrorKind, erro: &dyn std::fmt::Display) -> FalhaEnvio {
+    match tipo {
+        PublishErrorKind::StreamNotFound => FalhaEnvio::temporaria(format!(
+            "no JetStream stream captures subject `{assunto}` (no responders): create it \
+             (mensageria_nats::Fluxo::garantir) or add the subject to the stream; the message \
+             stays in the saída until then"
+        )),
+        PublishErrorKind::TimedOut => FalhaEnvio::temporaria(format!(
+            "no PubAck for `{assunto}` in time (server down, slow or unreachable); the message may \
+             be stored already: it is published again with the same Nats-Msg-Id, which the stream \
+             drops within its duplicate window"
+        )),
+        PublishErrorKind::MaxPayloadExceeded => FalhaEnvio::permanente(format!(
+            "the message is larger than the NATS server's max_payload ({erro}); raise the \
+             server's max_payload or send less"
+        )),
+        _ => FalhaEnvio::temporaria(format!("publishing to `{assunto}` failed: {erro}")),
+    }
+}

@@ -1,0 +1,460 @@
+//! NATS JetStream as the transport, against the real nats-server at `NATS_URL` (default
+//! `nats://127.0.0.1:4222`, JetStream on; `scripts/test` starts it when it is down), real
+//! PostgreSQL and SQLite. Each test has a stream of its own (unique name and subject prefix),
+//! deleted at the end, and its own schemas: sending app, and one per receiving app.
+//!
+//! Every scenario checks the final state: each receiving app applied every event exactly once
+//! (its effect table counts applications), nothing is left in the saída, and only the poison
+//! events are in the receiving side's dead letters.
+
+use std::collections::HashSet;
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use mensageria_axum::{Rejeicao, receptor};
+use mensageria_core::relay::{Config as ConfigRelay, Relay};
+use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar, enviador};
+use mensageria_nats::async_nats::jetstream;
+use mensageria_nats::{ConfigConsumidor, Consumidor, Fluxo, Publicador};
+use mensageria_testes::{PgIsolado, SqliteIsolado, esperar_saida_vazia, esperar_valor};
+use serde::{Deserialize, Serialize};
+use sqlx::{Postgres, Sqlite, Transaction};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Pedido {
+    id: i64,
+    marca: String,
+}
+
+#[enviador(tipo = "nats.pedido")]
+async fn publicar_pedido(evento: Pedido, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<Publicador>()?.publicar(&evento, ctx).await
+}
+
+/// Events (by `marca` and id) that already failed once: a `temporaria` event fails its first
+/// delivery only.
+static FALHARAM: LazyLock<Mutex<HashSet<(String, i64)>>> = LazyLock::new(Mutex::default);
+
+/// How many times a `lento` event's function ran (rolled back or not).
+static RODADAS_LENTAS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What the receptor does before its effect: refuse `veneno` for good, fail `temporaria` once,
+/// take 300 ms for `lento`.
+async fn antes_do_efeito(evento: &Pedido) -> Result<(), Rejeicao> {
+    match evento.marca.as_str() {
+        "veneno" => Err(Rejeicao::permanente("poison: never applicable")),
+        "temporaria" => {
+            let primeira = FALHARAM
+                .lock()
+                .unwrap()
+                .insert((evento.marca.clone(), evento.id));
+            if primeira {
+                Err(Rejeicao::temporaria_apos(
+                    "first delivery fails",
+                    Duration::from_millis(200),
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        "lento" => {
+            RODADAS_LENTAS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+const EFEITO: &str = "CREATE TABLE efeito (id BIGINT PRIMARY KEY, aplicacoes BIGINT NOT NULL)";
+const APLICAR: &str = "INSERT INTO efeito (id, aplicacoes) VALUES ($1, 1) \
+     ON CONFLICT (id) DO UPDATE SET aplicacoes = efeito.aplicacoes + 1";
+
+#[receptor(tipo = "nats.pedido", chave_natural = evento.id)]
+async fn receber_pg(tx: &mut Transaction<'_, Postgres>, evento: Pedido) -> Result<(), Rejeicao> {
+    antes_do_efeito(&evento).await?;
+    sqlx::query(APLICAR)
+        .bind(evento.id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+#[receptor(tipo = "nats.pedido", chave_natural = evento.id)]
+async fn receber_sqlite(tx: &mut Transaction<'_, Sqlite>, evento: Pedido) -> Result<(), Rejeicao> {
+    antes_do_efeito(&evento).await?;
+    sqlx::query(APLICAR)
+        .bind(evento.id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// A stream of this test's own on the shared server, deleted by [`Bancada::fechar`].
+struct Bancada {
+    js: jetstream::Context,
+    fluxo: Fluxo,
+}
+
+impl Bancada {
+    async fn nova(janela: Duration) -> Self {
+        let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+        let cliente = mensageria_nats::async_nats::connect(&url)
+            .await
+            .unwrap_or_else(|erro| panic!("nats-server at {url} (scripts/test starts it): {erro}"));
+        let js = jetstream::new(cliente);
+        let sufixo = uuid::Uuid::now_v7().simple().to_string();
+        let fluxo = Fluxo::new(format!("T{sufixo}"), format!("t{sufixo}"))
+            .unwrap()
+            .com_janela_de_duplicatas(janela)
+            .garantir(&js)
+            .await
+            .unwrap();
+        Self { js, fluxo }
+    }
+
+    fn publicador(&self) -> Publicador {
+        Publicador::new(self.js.clone(), &self.fluxo)
+    }
+
+    fn consumidor<DB: mensageria_core::Banco>(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        config: ConfigConsumidor,
+    ) -> Consumidor<DB> {
+        Consumidor::new(pool.clone(), self.js.clone(), self.fluxo.clone(), config)
+    }
+
+    async fn fechar(self) {
+        self.js.delete_stream(self.fluxo.nome()).await.unwrap();
+    }
+}
+
+fn config_consumidor(app: &str) -> ConfigConsumidor {
+    ConfigConsumidor::new(app)
+        .com_espera(Duration::from_millis(200))
+        .com_backoff(Duration::from_millis(100), Duration::from_millis(500))
+}
+
+fn config_relay() -> ConfigRelay {
+    ConfigRelay::new("nats-emissor")
+        .com_intervalo(Duration::from_millis(50))
+        .com_backoff(Duration::from_millis(50), Duration::from_millis(500))
+}
+
+async fn enfileirar_pedidos(
+    pool: &sqlx::PgPool,
+    ids: std::ops::Range<i64>,
+    marca: impl Fn(i64) -> &'static str,
+) {
+    for id in ids {
+        let mut tx = pool.begin().await.unwrap();
+        enfileirar(
+            &mut *tx,
+            &Pedido {
+                id,
+                marca: marca(id).into(),
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+}
+
+/// `(distinct effects, effects applied more than once)` of a receiving app.
+async fn efeitos<DB: mensageria_testes::Sql>(pool: &sqlx::Pool<DB>) -> (i64, i64)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    sqlx::query_as(
+        "SELECT CAST(count(*) AS BIGINT), \
+                CAST(coalesce(sum(CASE WHEN aplicacoes > 1 THEN 1 ELSE 0 END), 0) AS BIGINT) \
+         FROM efeito",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Waits until a receiving app has `total` distinct effects.
+async fn esperar_efeitos<DB: mensageria_testes::Sql>(
+    pool: &sqlx::Pool<DB>,
+    total: i64,
+    segundos: u64,
+) where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    esperar_valor(
+        "every effect applied",
+        Duration::from_secs(segundos),
+        Duration::from_millis(20),
+        || efeitos(pool),
+        |&(aplicados, _)| aplicados >= total,
+    )
+    .await;
+}
+
+async fn receptor_pronto<DB: mensageria_testes::Sql>(pool: &sqlx::Pool<DB>)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB: mensageria_core::Banco,
+{
+    mensageria_core::migrar(pool).await.unwrap();
+    sqlx::query(EFEITO).execute(pool).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dois_apps_recebem_cada_evento_uma_vez() {
+    // Fan-out: one sending app, two receiving apps (PostgreSQL and SQLite), each with its own
+    // durable consumer; the second receiving app runs two replicas sharing its durable.
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let (emissor, estoque, analise) = (
+        PgIsolado::novo().await,
+        PgIsolado::novo().await,
+        SqliteIsolado::novo().await,
+    );
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(&estoque.pool).await;
+    receptor_pronto(&analise.pool).await;
+    let c_estoque = bancada
+        .consumidor(&estoque.pool, config_consumidor("estoque"))
+        .spawn()
+        .await
+        .unwrap();
+    let c_analise_1 = bancada
+        .consumidor(&analise.pool, config_consumidor("analise"))
+        .spawn()
+        .await
+        .unwrap();
+    let c_analise_2 = bancada
+        .consumidor(&analise.pool, config_consumidor("analise"))
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(c_estoque.tipos(), ["nats.pedido"]);
+    enfileirar_pedidos(&emissor.pool, 0..300, |_| "normal").await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    esperar_efeitos(&estoque.pool, 300, 30).await;
+    esperar_efeitos(&analise.pool, 300, 30).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    for handle in [c_estoque, c_analise_1, c_analise_2] {
+        assert!(handle.shutdown(Duration::from_secs(5)).await);
+    }
+    let (de_estoque, de_analise) = (efeitos(&estoque.pool).await, efeitos(&analise.pool).await);
+    println!(
+        "300 events, 2 receiving apps: estoque {de_estoque:?}, analise {de_analise:?} (applied, applied twice)"
+    );
+    assert_eq!(de_estoque, (300, 0));
+    assert_eq!(de_analise, (300, 0));
+    bancada.fechar().await;
+    emissor.descartar().await;
+    estoque.descartar().await;
+    analise.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn veneno_e_guardado_e_temporaria_volta() {
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(&receptor.pool).await;
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config_consumidor("fiscal"))
+        .spawn()
+        .await
+        .unwrap();
+    enfileirar_pedidos(&emissor.pool, 1000..1100, |id| match id % 10 {
+        0 => "veneno",
+        1 => "temporaria",
+        _ => "normal",
+    })
+    .await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    esperar_efeitos(&receptor.pool, 90, 30).await;
+    let mortas = esperar_valor(
+        "the poison events kept",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            mensageria_core::operacoes::mortas_recebidas(&receptor.pool, Some("fiscal"), 100)
+                .await
+                .unwrap()
+        },
+        |mortas| mortas.len() >= 10,
+    )
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    assert_eq!(
+        efeitos(&receptor.pool).await,
+        (90, 0),
+        "every other event applied once"
+    );
+    let ids: HashSet<i64> = mortas
+        .iter()
+        .map(|morta| serde_json::from_str::<Pedido>(&morta.payload).unwrap().id)
+        .collect();
+    assert_eq!(
+        ids,
+        (1000..1100).filter(|id| id % 10 == 0).collect(),
+        "only the poison"
+    );
+    assert!(
+        mortas
+            .iter()
+            .all(|morta| morta.motivo.contains("poison") && morta.tipo == "nats.pedido")
+    );
+    assert!(
+        mortas[0].origem.starts_with("nats:T"),
+        "{}",
+        mortas[0].origem
+    );
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumidor_morto_no_meio_do_lote_nada_perdido_nada_dobrado() {
+    // A consumer killed while its batch of slow events is being applied: JetStream redelivers
+    // the batch to the next one after the ack wait, and what had committed is a duplicate.
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(&receptor.pool).await;
+    let config = || {
+        config_consumidor("lento")
+            .com_lote(8)
+            .com_ack_wait(Duration::from_secs(2))
+    };
+    enfileirar_pedidos(&emissor.pool, 0..24, |_| "lento").await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    let primeiro = bancada
+        .consumidor(&receptor.pool, config())
+        .spawn()
+        .await
+        .unwrap();
+    // Mid-way through its first batch of 8 (300 ms each).
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    primeiro.abort();
+    let segundo = bancada
+        .consumidor(&receptor.pool, config())
+        .spawn()
+        .await
+        .unwrap();
+    esperar_efeitos(&receptor.pool, 24, 60).await;
+    assert!(segundo.shutdown(Duration::from_secs(10)).await);
+    relay.shutdown(Duration::from_secs(5)).await;
+    let rodadas = RODADAS_LENTAS.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "24 slow events, consumer killed mid-batch: the function ran {rodadas} times, effects {:?}",
+        efeitos(&receptor.pool).await
+    );
+    assert!(
+        rodadas > 24,
+        "the kill cut a batch whose events ran again: {rodadas}"
+    );
+    assert_eq!(efeitos(&receptor.pool).await, (24, 0));
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn republicar_dentro_e_fora_da_janela() {
+    // Within the duplicate window the stream drops the second publish of a message; after it
+    // the stream stores it again and the receptor's natural-key dedup makes it a no-op.
+    let bancada = Bancada::nova(Duration::from_secs(1)).await;
+    let receptor = SqliteIsolado::novo().await;
+    receptor_pronto(&receptor.pool).await;
+    let publicador = bancada.publicador();
+    let ctx = ContextoEnvio::new(uuid::Uuid::now_v7(), "nats.pedido");
+    let evento = Pedido {
+        id: 7,
+        marca: "normal".into(),
+    };
+    publicador.publicar(&evento, &ctx).await.unwrap();
+    publicador.publicar(&evento, &ctx).await.unwrap();
+    let mut fluxo = bancada.js.get_stream(bancada.fluxo.nome()).await.unwrap();
+    assert_eq!(
+        fluxo.info().await.unwrap().state.messages,
+        1,
+        "the second publish was a duplicate"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    publicador.publicar(&evento, &ctx).await.unwrap();
+    assert_eq!(
+        fluxo.info().await.unwrap().state.messages,
+        2,
+        "past the window it is stored again"
+    );
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config_consumidor("janela"))
+        .spawn()
+        .await
+        .unwrap();
+    esperar_efeitos(&receptor.pool, 1, 10).await;
+    // Both stored copies are consumed: the second is a duplicate for the receptor.
+    esperar_valor(
+        "both copies settled",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let mut consumidor = fluxo
+                .get_consumer::<jetstream::consumer::pull::Config>("janela__nats_2epedido")
+                .await
+                .unwrap();
+            let info = consumidor.info().await.unwrap();
+            (info.num_pending, info.num_ack_pending)
+        },
+        |&pendentes| pendentes == (0, 0),
+    )
+    .await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    assert_eq!(efeitos(&receptor.pool).await, (1, 0));
+    bancada.fechar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sem_fluxo_a_mensagem_fica_na_saida() {
+    // No stream captures the subject: a temporary failure that names the fix; nothing is lost.
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let orfao = Publicador::new(
+        bancada.js.clone(),
+        &Fluxo::new("NENHUM", format!("nenhum{}", uuid::Uuid::now_v7().simple())).unwrap(),
+    );
+    let ctx = ContextoEnvio::new(uuid::Uuid::now_v7(), "nats.pedido");
+    let falha = orfao
+        .publicar(
+            &Pedido {
+                id: 1,
+                marca: "normal".into(),
+            },
+            &ctx,
+        )
+        .await
+        .unwrap_err();
+    let texto = falha.to_string();
+    assert!(matches!(falha, FalhaEnvio::Temporaria { .. }), "{texto}");
+    assert!(
+        texto.contains("no JetStream stream captures subject") && texto.contains("Fluxo::garantir"),
+        "{texto}"
+    );
+    bancada.fechar().await;
+}
