@@ -413,23 +413,43 @@ nos_dois_bancos! {
 
 nos_dois_bancos! {
     /// Two events with one message id in one batch (issue 25: both were applied and answered
-    /// under that id twice): the batch is refused whole, 400 `invalid_batch` naming the id, and
-    /// nothing is written. A relay never sends one message twice in a batch, and an outcome is
-    /// matched to its event by id.
-    async fn lote_com_um_id_repetido_e_recusado_inteiro(db) {
+    /// under that id twice): the first is applied, and the repeat, one message sent twice, is
+    /// answered with its outcome (`duplicate` for `applied`) without being applied; a repeat of
+    /// a rejected event is rejected too, so no entry for its id acks it.
+    async fn lote_com_um_id_repetido_aplica_o_primeiro_uma_vez(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
         let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
-        let repetido = uuid::Uuid::now_v7();
+        let (repetido, recusado) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
         let eventos = json!({ "eventos": [
             { "id": repetido, "payload": { "chave": "a" } },
+            { "id": recusado, "payload": { "chave": "recusar" } },
             { "id": uuid::Uuid::now_v7(), "payload": { "chave": "b" } },
             { "id": repetido, "payload": { "chave": "c" } },
+            { "id": recusado, "payload": { "chave": "d" } },
         ]});
         let (status, corpo) = receptor.postar(eventos.to_string()).await;
-        assert_eq!((status, corpo["erro"].as_str()), (400, Some("invalid_batch")), "{corpo}");
-        assert!(corpo["mensagem"].as_str().unwrap().contains(&repetido.to_string()), "{corpo}");
-        assert!(efeitos(&db.pool).await.is_empty());
-        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_recebidas").await, 0);
+        assert_eq!(status, 200, "{corpo}");
+        let resultados: Vec<(&str, &str)> = corpo["resultados"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["id"].as_str().unwrap(), r["resultado"].as_str().unwrap()))
+            .collect();
+        let (repetido, recusado) = (repetido.to_string(), recusado.to_string());
+        assert_eq!(
+            [resultados[0], resultados[1], resultados[3], resultados[4]],
+            [
+                (repetido.as_str(), "applied"),
+                (recusado.as_str(), "rejected"),
+                (repetido.as_str(), "duplicate"),
+                (recusado.as_str(), "rejected"),
+            ],
+            "{corpo}"
+        );
+        assert_eq!(resultados[2].1, "applied");
+        let chaves: Vec<String> = efeitos(&db.pool).await.into_iter().map(|(c, _)| c).collect();
+        assert_eq!(chaves, ["a", "b"], "the repeats were not applied");
+        assert_eq!(mensageria_testes::contar(&db.pool, "mensageria_recebidas").await, 2);
     }
 }
 
@@ -469,7 +489,8 @@ async fn receptor_contado(
     mensageria_core::migrar(pool).await.unwrap();
     sqlx::query(EFEITO).execute(pool).await.unwrap();
     let app = if so_unica {
-        let estado = mensageria_axum::Estado::new(pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
+        let estado =
+            mensageria_axum::Estado::new(pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
         axum::Router::new()
             .route(
                 "/m2m/teste.lote",
@@ -517,8 +538,11 @@ fn relay_para(pool: &sqlx::PgPool, url: &str) -> mensageria_core::relay::Relay<P
         .com_lote(64)
         .com_concorrencia(64)
         .com_backoff(Duration::from_millis(10), Duration::from_millis(10));
-    mensageria_core::relay::Relay::new(pool.clone(), config)
-        .recurso(mensageria_core::Destino::new(url).unwrap().com_token("t0k-de-teste-1234"))
+    mensageria_core::relay::Relay::new(pool.clone(), config).recurso(
+        mensageria_core::Destino::new(url)
+            .unwrap()
+            .com_token("t0k-de-teste-1234"),
+    )
 }
 
 /// 320 messages through a relay with 64 deliveries in flight: every effect applied once, and

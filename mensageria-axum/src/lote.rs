@@ -23,13 +23,15 @@
 //!
 //! Two events of one key in a batch are applied one after the other, as two requests would be:
 //! the batch is cut into rounds in which every key appears once, each round its own
-//! transaction. Two events of one **message id** are refused with the whole batch (400
-//! `invalid_batch` naming the id, nothing applied): a relay never sends one message twice in a
-//! batch, and the sender matches each outcome to its event by id, so neither a second
-//! application nor a guess at which one was meant would be right.
+//! transaction. Two events of one **message id** are one message sent twice (a relay never does
+//! that, but a sender may): only the first is looked at and applied, and every repeat gets its
+//! outcome, with `duplicate` in place of `applied` — so whichever entry a sender matches by id,
+//! it acks only what was applied and retries or dead-letters only what was not. The batch is not
+//! refused: the OpenAPI document cannot say that ids must differ, and a client that follows it
+//! must get a 200.
 
 use std::cell::Cell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -58,18 +60,31 @@ fn ler_lote(corpo: &[u8], limite: usize) -> Result<Vec<Entrada<'_>>, Recusa> {
     }
     .deserialize(&mut leitor)
     .and_then(|eventos| leitor.end().map(|()| eventos));
-    let eventos = match lido {
-        Ok(eventos) => eventos,
-        Err(_) if demais.get() => return Err(Recusa::Demais { limite }),
-        Err(falha) => return Err(Recusa::Invalido(falha.to_string())),
-    };
-    // One message id twice: a relay never sends that, and an outcome is matched to its event by
-    // id, so the batch is refused rather than one of them guessed.
-    let mut vistos = HashSet::with_capacity(eventos.len());
-    if let Some(repetido) = eventos.iter().find(|evento| !vistos.insert(evento.id)) {
-        return Err(Recusa::IdRepetido(repetido.id));
+    match lido {
+        Ok(eventos) => Ok(eventos),
+        Err(_) if demais.get() => Err(Recusa::Demais { limite }),
+        Err(falha) => Err(Recusa::Invalido(falha.to_string())),
     }
-    Ok(eventos)
+}
+
+/// The batch without its repeated message ids (each id's first event, in order), and for every
+/// event of the batch, in order, the position of its id's first event among them and whether it
+/// is a repeat.
+fn sem_ids_repetidos(eventos: Vec<Entrada<'_>>) -> (Vec<Entrada<'_>>, Vec<(usize, bool)>) {
+    let mut primeiro: HashMap<Uuid, usize> = HashMap::with_capacity(eventos.len());
+    let mut unicos = Vec::with_capacity(eventos.len());
+    let mut ordem = Vec::with_capacity(eventos.len());
+    for evento in eventos {
+        match primeiro.get(&evento.id) {
+            Some(&posicao) => ordem.push((posicao, true)),
+            None => {
+                primeiro.insert(evento.id, unicos.len());
+                ordem.push((unicos.len(), false));
+                unicos.push(evento);
+            }
+        }
+    }
+    (unicos, ordem)
 }
 
 /// The envelope's reader: an object with one field, `eventos` (any other is refused, as
@@ -159,7 +174,7 @@ impl<'de> Visitor<'de> for SequenciaDoLote<'_> {
 }
 
 /// What became of one event of a batch, in the answer's `resultados`, in the request's order.
-#[derive(Debug, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub(crate) struct ResultadoDoEvento {
     /// The event's message id.
     pub(crate) id: Uuid,
@@ -184,8 +199,6 @@ enum Recusa {
     Invalido(String),
     /// 413: more events than the limit.
     Demais { limite: usize },
-    /// 400: two events with one message id.
-    IdRepetido(Uuid),
 }
 
 impl IntoResponse for Recusa {
@@ -197,13 +210,6 @@ impl IntoResponse for Recusa {
                 format!(
                     "not a batch: send {{\"eventos\": [{{\"id\": \"<uuid>\", \"payload\": {{...}}}}]}} \
                      ({falha})"
-                ),
-            ),
-            Recusa::IdRepetido(id) => (
-                "invalid_batch",
-                format!(
-                    "message id {id} is in the batch more than once: send each event once (an \
-                     outcome is matched to its event by id)"
                 ),
             ),
             Recusa::Demais { limite } => (
@@ -270,24 +276,48 @@ async fn responder<R: Receptor>(
     let corpo = ler_corpo(pedido, limite.bytes, R::TIPO, id_pedido)
         .await
         .map_err(Recusa::Comum)?;
-    let eventos = ler_lote(&corpo, limite.eventos)?;
+    let (eventos, ordem) = sem_ids_repetidos(ler_lote(&corpo, limite.eventos)?);
     let span = tracing::info_span!(
         "mensageria.receptor.lote",
         tipo = R::TIPO,
         request_id = %id_pedido,
-        eventos = eventos.len(),
+        eventos = ordem.len(),
     );
-    let resultados = recepcao::aplicar_lote::<R>(&estado.pool, estado.config.limite_corpo, &eventos)
-        .instrument(span)
-        .await;
-    Ok(eventos
+    let resultados =
+        recepcao::aplicar_lote::<R>(&estado.pool, estado.config.limite_corpo, &eventos)
+            .instrument(span)
+            .await;
+    let resultados: Vec<ResultadoDoEvento> = eventos
         .iter()
         .zip(resultados)
         .map(|(evento, desfecho)| {
             desfecho.contar(R::TIPO);
             resultado(evento.id, &desfecho)
         })
+        .collect();
+    Ok(ordem
+        .into_iter()
+        .map(|(posicao, repetido)| {
+            let primeiro = &resultados[posicao];
+            if repetido {
+                primeiro.repetido()
+            } else {
+                primeiro.clone()
+            }
+        })
         .collect())
+}
+
+impl ResultadoDoEvento {
+    /// The entry of a repeat of this event's message id: nothing more was done for it, so it
+    /// has this outcome, except that an event applied now is a `duplicate` for its repeat.
+    fn repetido(&self) -> Self {
+        let mut entrada = self.clone();
+        if entrada.resultado == Caso::Aplicado.codigo() {
+            entrada.resultado = Caso::Duplicado.codigo();
+        }
+        entrada
+    }
 }
 
 /// The entry of `resultados` for one event.

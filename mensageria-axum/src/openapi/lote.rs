@@ -135,9 +135,11 @@ pub(super) fn esquema_resposta() -> RefOr<Schema> {
             .schema_type(Type::Object)
             .property(
                 "resultados",
-                ArrayBuilder::new()
-                    .items(resultado)
-                    .description(Some("one per event, in the request's order")),
+                ArrayBuilder::new().items(resultado).description(Some(
+                    "one per event, in the request's order; an `id` sent twice in the batch \
+                         is applied once, and its repeat gets the same outcome (`duplicate` for \
+                         `applied`)",
+                )),
             )
             .required("resultados")
             .build(),
@@ -214,7 +216,7 @@ pub(super) fn operacao(tipo: &str, convergente: bool, limite: LimiteLote) -> Ope
                 "`invalid_cloudevent`: CloudEvents attributes that do not fit this route \
                  (`ce-type` another tipo, `ce-specversion` not `1.0`, a `ce-*` attribute sent \
                  twice), refused before the body is read; `invalid_batch`: the body is not a \
-                 batch envelope, or two of its events have one `id`; `incomplete_body`: it ended early; nothing applied",
+                 batch envelope; `incomplete_body`: it ended early; nothing applied",
                 "MensageriaErro",
             ),
         )
