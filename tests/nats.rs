@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config as ConfigRelay, Relay};
-use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar, enviador};
+use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar, enfileirar_ordenado, enviador};
 use mensageria_nats::async_nats::jetstream;
 use mensageria_nats::{ConfigConsumidor, Consumidor, Fluxo, Publicador};
 use mensageria_testes::{PgIsolado, SqliteIsolado, esperar_saida_vazia, esperar_valor};
@@ -132,6 +132,7 @@ impl Bancada {
 
 fn config_consumidor(app: &str) -> ConfigConsumidor {
     ConfigConsumidor::new(app)
+        .com_tipos(["nats.pedido"])
         .com_espera(Duration::from_millis(200))
         .com_backoff(Duration::from_millis(100), Duration::from_millis(500))
 }
@@ -457,4 +458,141 @@ async fn sem_fluxo_a_mensagem_fica_na_saida() {
         "{texto}"
     );
     bancada.fechar().await;
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Passo {
+    chave: i64,
+    passo: i64,
+}
+
+#[enviador(tipo = "nats.passo")]
+async fn publicar_passo(evento: Passo, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
+    ctx.exigir::<Publicador>()?.publicar(&evento, ctx).await
+}
+
+/// Steps that already failed once (a step 3 of every tenth key fails its first delivery).
+static PASSOS_QUE_FALHARAM: LazyLock<Mutex<HashSet<(i64, i64)>>> = LazyLock::new(Mutex::default);
+
+#[receptor(tipo = "nats.passo", chave_natural = (evento.chave, evento.passo))]
+async fn receber_passo(tx: &mut Transaction<'_, Postgres>, evento: Passo) -> Result<(), Rejeicao> {
+    if evento.passo == 3
+        && evento.chave % 10 == 0
+        && PASSOS_QUE_FALHARAM
+            .lock()
+            .unwrap()
+            .insert((evento.chave, evento.passo))
+    {
+        return Err(Rejeicao::temporaria_apos(
+            "first delivery fails",
+            Duration::from_millis(100),
+        ));
+    }
+    sqlx::query("INSERT INTO passos (chave, passo) VALUES ($1, $2)")
+        .bind(evento.chave)
+        .bind(evento.passo)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordem_por_chave_de_ponta_a_ponta() {
+    // The same check as tests/ordem.rs, through JetStream: 200 keys × 20 steps enqueued
+    // step-major, two consuming replicas of one app, a temporary failure on some steps (a
+    // nak'd step must keep its place). Every key's steps applied once, in order.
+    const CHAVES: i64 = 200;
+    const PASSOS: i64 = 20;
+    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let js = jetstream::new(mensageria_nats::async_nats::connect(&url).await.unwrap());
+    let sufixo = uuid::Uuid::now_v7().simple().to_string();
+    let fluxo = Fluxo::new(format!("T{sufixo}"), format!("t{sufixo}"))
+        .unwrap()
+        .com_faixas_ordenadas(8)
+        .garantir(&js)
+        .await
+        .unwrap();
+    let bancada = Bancada { js, fluxo };
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    mensageria_core::migrar(&receptor.pool).await.unwrap();
+    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
+        .execute(&receptor.pool)
+        .await
+        .unwrap();
+    let config = || config_consumidor("ordenado").com_tipos(["nats.passo"]);
+    let replicas = [
+        bancada
+            .consumidor(&receptor.pool, config())
+            .spawn()
+            .await
+            .unwrap(),
+        bancada
+            .consumidor(&receptor.pool, config())
+            .spawn()
+            .await
+            .unwrap(),
+    ];
+    for passo in 0..PASSOS {
+        let mut tx = emissor.pool.begin().await.unwrap();
+        for chave in 0..CHAVES {
+            enfileirar_ordenado(&mut *tx, &Passo { chave, passo }, &format!("k{chave}"))
+                .await
+                .unwrap();
+        }
+        tx.commit().await.unwrap();
+    }
+    let inicio = std::time::Instant::now();
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_valor(
+        "every step applied",
+        Duration::from_secs(90),
+        Duration::from_millis(50),
+        || async {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM passos")
+                .fetch_one(&receptor.pool)
+                .await
+                .unwrap()
+        },
+        |&aplicados| aplicados >= CHAVES * PASSOS,
+    )
+    .await;
+    let tempo = inicio.elapsed();
+    relay.shutdown(Duration::from_secs(5)).await;
+    for replica in replicas {
+        assert!(replica.shutdown(Duration::from_secs(10)).await);
+    }
+    let linhas: Vec<(i64, i64)> = sqlx::query_as("SELECT chave, passo FROM passos ORDER BY ordem")
+        .fetch_all(&receptor.pool)
+        .await
+        .unwrap();
+    let mut ultimo = std::collections::HashMap::new();
+    let mut fora_de_ordem = 0;
+    for (chave, passo) in &linhas {
+        let anterior = ultimo.insert(*chave, *passo).unwrap_or(-1);
+        if *passo != anterior + 1 {
+            fora_de_ordem += 1;
+        }
+    }
+    println!(
+        "{CHAVES} keys x {PASSOS} steps through JetStream, 2 replicas: {} applied in {tempo:?}, {fora_de_ordem} out of order",
+        linhas.len()
+    );
+    assert_eq!(
+        linhas.len() as i64,
+        CHAVES * PASSOS,
+        "each step applied once"
+    );
+    assert_eq!(fora_de_ordem, 0, "every key's steps in order");
+    assert_eq!(
+        PASSOS_QUE_FALHARAM.lock().unwrap().len(),
+        20,
+        "the nak'd steps happened"
+    );
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
 }

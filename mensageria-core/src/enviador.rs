@@ -163,6 +163,7 @@ pub struct ContextoEnvio {
     tentativa: u32,
     correlacao: Option<String>,
     app: Option<String>,
+    chave_ordem: Option<String>,
     recursos: Recursos,
 }
 
@@ -176,6 +177,7 @@ impl ContextoEnvio {
             tentativa: 1,
             correlacao: None,
             app: None,
+            chave_ordem: None,
             recursos: Recursos::default(),
         }
     }
@@ -197,6 +199,19 @@ impl ContextoEnvio {
     pub fn com_app(mut self, app: impl Into<String>) -> Self {
         self.app = Some(app.into());
         self
+    }
+
+    /// Sets the ordering key the message was enqueued with
+    /// ([`enfileirar_ordenado`](crate::saida::enfileirar_ordenado)); the relay sets it.
+    pub fn com_chave_ordem(mut self, chave: Option<String>) -> Self {
+        self.chave_ordem = chave;
+        self
+    }
+
+    /// The message's ordering key, if it was enqueued with one: the relay releases one message
+    /// of a key at a time, and a broker transport keeps them in one ordered lane.
+    pub fn chave_ordem(&self) -> Option<&str> {
+        self.chave_ordem.as_deref()
     }
 
     /// Adds a resource, replacing any earlier one of the same type.

@@ -3,7 +3,10 @@
 //!
 //! Every receiving app has its own durable consumers (`{app}__{tipo}`, encoded), so each app
 //! gets every event (fan-out), and the replicas of one app share the work (they pull from the
-//! same durables). A fetched batch is applied like the HTTP batch route — rounds of distinct
+//! same durables). Messages with an ordering key travel in their key's ordered lane
+//! (`{prefixo}.{tipo}.o{n}`), whose durable (`{app}__{tipo}__o{n}`) lets one message at a time
+//! out, in stream order: the next step of a key is delivered only once the previous one is
+//! settled, whichever replica holds it, and a redelivery keeps its place. A fetched batch is applied like the HTTP batch route — rounds of distinct
 //! keys, one transaction each, an outcome per event — and each message is then settled by its
 //! outcome, after the commit:
 //!
@@ -151,35 +154,33 @@ impl<DB: Banco> Consumidor<DB> {
         let mut tarefas = JoinSet::new();
         let mut tipos = Vec::new();
         for registrado in self.receptores() {
-            let duravel = nome::duravel(&self.config.app, registrado.tipo);
-            let config = pull::Config {
-                durable_name: Some(duravel.clone()),
-                filter_subject: self.fluxo.assunto(registrado.tipo),
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: self.config.ack_wait,
-                // Never give up on a message: a temporary failure is retried until it applies
-                // or is refused for good (JetStream's max_deliver would drop it silently).
-                max_deliver: -1,
-                max_ack_pending: i64::try_from(self.config.lote.saturating_mul(8))
-                    .unwrap_or(i64::MAX),
-                ..Default::default()
-            };
-            let consumidor: Consumer<pull::Config> = fluxo
-                .get_or_create_consumer(&duravel, config)
-                .await
-                .map_err(|e| ErroNats::jetstream("creating a durable consumer")(Box::new(e)))?;
-            let laco = Laco {
-                pool: self.pool.clone(),
-                consumidor,
-                registrado,
-                origem: format!(
-                    "nats:{}:{}",
-                    self.fluxo.nome(),
-                    self.fluxo.assunto(registrado.tipo)
-                ),
-                config: self.config.clone(),
-            };
-            tarefas.spawn(laco.rodar(cancelar.clone()));
+            for faixa in self.faixas(registrado.tipo) {
+                let config = pull::Config {
+                    durable_name: Some(faixa.duravel.clone()),
+                    filter_subject: faixa.assunto.clone(),
+                    ack_policy: AckPolicy::Explicit,
+                    ack_wait: self.config.ack_wait,
+                    // Never give up on a message: a temporary failure is retried until it
+                    // applies or is refused for good (max_deliver would drop it silently).
+                    max_deliver: -1,
+                    max_ack_pending: i64::try_from(faixa.em_voo).unwrap_or(i64::MAX),
+                    ..Default::default()
+                };
+                let consumidor: Consumer<pull::Config> = fluxo
+                    .get_or_create_consumer(&faixa.duravel, config)
+                    .await
+                    .map_err(|e| ErroNats::jetstream("creating a durable consumer")(Box::new(e)))?;
+                let laco = Laco {
+                    pool: self.pool.clone(),
+                    consumidor,
+                    registrado,
+                    origem: format!("nats:{}:{}", self.fluxo.nome(), faixa.assunto),
+                    lote: faixa.lote,
+                    espera: faixa.espera,
+                    config: self.config.clone(),
+                };
+                tarefas.spawn(laco.rodar(cancelar.clone()));
+            }
             tipos.push(registrado.tipo);
         }
         tracing::info!(
@@ -193,6 +194,33 @@ impl<DB: Banco> Consumidor<DB> {
             tarefas,
             tipos,
         })
+    }
+
+    /// The durable consumers of `tipo` for this app: the unordered lane, batches of up to the
+    /// configured size, and each ordered lane, one message at a time in stream order (the next
+    /// one of a lane is delivered only once the previous one is settled, so a key's steps apply
+    /// in order across replicas and redeliveries).
+    fn faixas(&self, tipo: &str) -> Vec<Faixa> {
+        let lote = self.config.lote;
+        let mut faixas = vec![Faixa {
+            duravel: nome::duravel(&self.config.app, tipo),
+            assunto: self.fluxo.assunto(tipo),
+            lote,
+            em_voo: lote.saturating_mul(8),
+            espera: self.config.espera,
+        }];
+        for n in 0..self.fluxo.faixas_ordenadas() {
+            faixas.push(Faixa {
+                duravel: format!("{}__o{n}", nome::duravel(&self.config.app, tipo)),
+                assunto: self.fluxo.assunto_da_faixa(tipo, n),
+                lote: 1,
+                em_voo: 1,
+                // A fetch returns as soon as a message arrives: a longer wait costs no latency
+                // and keeps idle lanes from polling.
+                espera: self.config.espera.max(Duration::from_secs(5)),
+            });
+        }
+        faixas
     }
 
     /// The receptores of this binary for the pool's backend (and the configured tipos).
@@ -242,12 +270,23 @@ impl ConsumidorHandle {
     }
 }
 
-/// One tipo's loop: fetch, apply, settle.
+/// One durable consumer of a tipo: its name, subject, batch, messages in flight, fetch wait.
+struct Faixa {
+    duravel: String,
+    assunto: String,
+    lote: usize,
+    em_voo: usize,
+    espera: Duration,
+}
+
+/// One lane's loop: fetch, apply, settle.
 struct Laco<DB: Banco> {
     pool: Pool<DB>,
     consumidor: Consumer<pull::Config>,
     registrado: &'static ReceptorRegistrado,
     origem: String,
+    lote: usize,
+    espera: Duration,
     config: Config,
 }
 
@@ -295,8 +334,8 @@ impl<DB: Banco> Laco<DB> {
         let mut lote = self
             .consumidor
             .fetch()
-            .max_messages(self.config.lote)
-            .expires(self.config.espera)
+            .max_messages(self.lote)
+            .expires(self.espera)
             .messages()
             .await?;
         let mut mensagens = Vec::new();

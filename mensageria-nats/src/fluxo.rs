@@ -29,6 +29,7 @@ pub struct Fluxo {
     prefixo: String,
     janela: Duration,
     idade_maxima: Duration,
+    faixas: u32,
 }
 
 impl Fluxo {
@@ -43,7 +44,22 @@ impl Fluxo {
             prefixo,
             janela: Duration::from_secs(120),
             idade_maxima: Duration::from_secs(7 * 24 * 3600),
+            faixas: 4,
         })
+    }
+
+    /// How many ordered lanes each tipo has (4 by default): a message with an ordering key goes
+    /// to the lane of its key, `{prefixo}.{tipo}.o{n}`, which each receiving app consumes one
+    /// message at a time, in stream order. More lanes, more ordered keys applied in parallel.
+    /// The sending and the receiving apps must agree on it (like on the prefix).
+    pub fn com_faixas_ordenadas(mut self, faixas: u32) -> Self {
+        self.faixas = faixas.max(1);
+        self
+    }
+
+    /// The ordered lanes per tipo.
+    pub fn faixas_ordenadas(&self) -> u32 {
+        self.faixas
     }
 
     /// How long the stream remembers message ids to drop a second publish of one message.
@@ -66,6 +82,17 @@ impl Fluxo {
     /// The subject a message of `tipo` is published to.
     pub fn assunto(&self, tipo: &str) -> String {
         format!("{}.{tipo}", self.prefixo)
+    }
+
+    /// The subject of a message of `tipo` enqueued with ordering key `chave`: the lane of its
+    /// key (a stable hash of the key's bytes, so every step of a key takes the same lane).
+    pub fn assunto_ordenado(&self, tipo: &str, chave: &str) -> String {
+        self.assunto_da_faixa(tipo, faixa(chave, self.faixas))
+    }
+
+    /// The subject of lane `n` of `tipo`.
+    pub(crate) fn assunto_da_faixa(&self, tipo: &str, n: u32) -> String {
+        format!("{}.{tipo}.o{n}", self.prefixo)
     }
 
     /// The duplicate window.
@@ -120,5 +147,35 @@ impl Fluxo {
             idade_maxima: existente.max_age,
             ..self.clone()
         })
+    }
+}
+
+/// The lane of `chave` among `faixas`: FNV-1a of its bytes (the same on every build and
+/// toolchain, unlike `DefaultHasher`), modulo the lanes.
+fn faixa(chave: &str, faixas: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in chave.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    u32::try_from(hash % u64::from(faixas.max(1))).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    #[test]
+    fn cada_chave_tem_uma_faixa_estavel() {
+        let fluxo = Fluxo::new("S", "p").unwrap();
+        assert_eq!(fluxo.assunto("a.b"), "p.a.b");
+        let assunto = fluxo.assunto_ordenado("a.b", "pedido:42");
+        assert_eq!(assunto, fluxo.assunto_ordenado("a.b", "pedido:42"));
+        assert!(assunto.starts_with("p.a.b.o"), "{assunto}");
+        // Keys spread over the lanes.
+        let faixas: std::collections::HashSet<u32> =
+            (0..64).map(|n| faixa(&format!("chave-{n}"), 4)).collect();
+        assert_eq!(faixas.len(), 4);
+        assert_eq!(faixa("x", 1), 0);
     }
 }

@@ -9,8 +9,9 @@ use serde::Serialize;
 
 use crate::Fluxo;
 
-/// The JetStream destination of a relay: publishes each message to `{prefixo}.{tipo}` with its
-/// message id as `Nats-Msg-Id` and the same CloudEvents attributes a `Destino` sends as headers.
+/// The JetStream destination of a relay: publishes each message to `{prefixo}.{tipo}` (a message
+/// with an ordering key to its key's ordered lane, `{prefixo}.{tipo}.o{n}`) with its message id
+/// as `Nats-Msg-Id` and the same CloudEvents attributes a `Destino` sends as headers.
 /// The saída row is acknowledged only on the stream's PubAck (a PubAck that says `duplicate` is
 /// one: the stream had it already). The relay runs its deliveries concurrently, so a claim's
 /// messages are published together and their PubAcks awaited together over one connection.
@@ -69,7 +70,10 @@ impl Publicador {
         let corpo = serde_json::to_vec(evento).map_err(|erro| {
             FalhaEnvio::permanente(format!("the payload does not serialize to JSON: {erro}"))
         })?;
-        let assunto = self.fluxo.assunto(ctx.tipo());
+        let assunto = match ctx.chave_ordem() {
+            Some(chave) => self.fluxo.assunto_ordenado(ctx.tipo(), chave),
+            None => self.fluxo.assunto(ctx.tipo()),
+        };
         let ack = self
             .js
             .publish_with_headers(assunto.clone(), cabecalhos(ctx), corpo.into())

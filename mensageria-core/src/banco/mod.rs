@@ -44,6 +44,10 @@ const SQL_TENTATIVAS: &str = "SELECT tipo, CAST(tentativas AS BIGINT), CAST(coun
 const SQL_MORTAS_POR_TIPO: &str = "SELECT tipo, CAST(count(*) AS BIGINT) FROM mensageria_mortas \
      GROUP BY tipo ORDER BY tipo";
 
+/// Receiver-side dead letters per app and tipo (same text on both backends).
+const SQL_MORTAS_RECEBIDAS_POR_TIPO: &str = "SELECT app, tipo, CAST(count(*) AS BIGINT) \
+     FROM mensageria_mortas_recebidas GROUP BY app, tipo ORDER BY app, tipo";
+
 /// How many rows ordering key `$1` has, saída and dead letters (same text on both backends).
 const SQL_TOTAL_DA_CHAVE: &str = "SELECT CAST( \
          (SELECT count(*) FROM mensageria_saida WHERE chave_ordem = $1) \
@@ -159,6 +163,8 @@ pub(crate) mod interno {
         /// queue's head was, for the keyset floor. 0 where the backend does not report it, and
         /// for an ordered row (its key's later rows may be older: the floor must not pass them).
         pub devida_em_ms: i64,
+        /// Its ordering key, when it was enqueued with one (a broker transport routes by it).
+        pub chave_ordem: Option<String>,
     }
 
     /// What one claim asks for.
@@ -441,6 +447,28 @@ pub(crate) mod interno {
             app: Option<&str>,
             limite: i64,
         ) -> impl Future<Output = Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error>> + Send;
+
+        /// The receiver-side dead letters with message id `id_mensagem` (of `app`, when given):
+        /// at most one per app.
+        fn buscar_mortas_recebidas(
+            pool: &Pool<Self>,
+            id_mensagem: Uuid,
+            app: Option<&str>,
+        ) -> impl Future<Output = Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error>> + Send;
+
+        /// Deletes `app`'s receiver-side dead letter `id_mensagem`; returns how many rows went.
+        fn descartar_morta_recebida(
+            pool: &Pool<Self>,
+            app: &str,
+            id_mensagem: Uuid,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+        /// Receiver-side dead letters per app and tipo, by app then tipo.
+        fn mortas_recebidas_por_tipo(
+            pool: &Pool<Self>,
+        ) -> impl Future<
+            Output = Result<Vec<crate::operacoes::MortasRecebidasDoTipo>, sqlx::Error>,
+        > + Send;
 
         /// One dead letter in full.
         fn buscar_morta(

@@ -50,7 +50,8 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
      RETURNING s.id, s.id_mensagem, s.tipo, s.payload::text, s.correlacao, s.tentativas, \
          (extract(epoch FROM now() - s.criada_em) * 1000)::int8, \
          CASE WHEN s.chave_ordem IS NULL \
-             THEN (extract(epoch FROM alvo.devida_em) * 1000)::int8 ELSE 0 END";
+             THEN (extract(epoch FROM alvo.devida_em) * 1000)::int8 ELSE 0 END, \
+         s.chave_ordem";
 
 /// The insert of an ordered message. The key's advisory lock (transaction-scoped, in the
 /// two-`int4` key space, so it never meets an application's or the leader's `bigint` lock) is
@@ -221,6 +222,7 @@ impl BancoInterno for Postgres {
                 i32,
                 i64,
                 i64,
+                Option<String>,
             ),
         >(SQL_REIVINDICAR)
         .persistent(false)
@@ -245,6 +247,7 @@ impl BancoInterno for Postgres {
                     tentativas,
                     idade_ms,
                     devida_em_ms,
+                    chave_ordem,
                 )| {
                     Reivindicada {
                         id,
@@ -255,6 +258,7 @@ impl BancoInterno for Postgres {
                         tentativas,
                         idade_ms,
                         devida_em_ms,
+                        chave_ordem,
                     }
                 },
             )
@@ -775,6 +779,49 @@ impl BancoInterno for Postgres {
         .fetch_all(pool)
         .await?;
         Ok(linhas::mortas_recebidas(linhas))
+    }
+
+    async fn buscar_mortas_recebidas(
+        pool: &PgPool,
+        id_mensagem: uuid::Uuid,
+        app: Option<&str>,
+    ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
+        let linhas = sqlx::query_as(
+            "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                 (extract(epoch FROM morta_em) * 1000)::bigint \
+             FROM mensageria_mortas_recebidas \
+             WHERE id_mensagem = $1 AND ($2::text IS NULL OR app = $2) ORDER BY app",
+        )
+        .bind(id_mensagem)
+        .bind(app)
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::mortas_recebidas(linhas))
+    }
+
+    async fn descartar_morta_recebida(
+        pool: &PgPool,
+        app: &str,
+        id_mensagem: uuid::Uuid,
+    ) -> Result<u64, sqlx::Error> {
+        let r = sqlx::query(
+            "DELETE FROM mensageria_mortas_recebidas WHERE app = $1 AND id_mensagem = $2",
+        )
+        .bind(app)
+        .bind(id_mensagem)
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn mortas_recebidas_por_tipo(
+        pool: &PgPool,
+    ) -> Result<Vec<crate::operacoes::MortasRecebidasDoTipo>, sqlx::Error> {
+        let linhas: Vec<linhas::LinhaMortasRecebidas> =
+            sqlx::query_as(super::SQL_MORTAS_RECEBIDAS_POR_TIPO)
+                .fetch_all(pool)
+                .await?;
+        Ok(linhas::mortas_recebidas_por_tipo(linhas))
     }
 
     async fn buscar_morta(

@@ -148,23 +148,41 @@ impl BancoInterno for Sqlite {
                            AND m.seq_ordem < mensageria_saida.seq_ordem)))) \
                  ORDER BY proxima_tentativa_em, id LIMIT $2 \
              ) \
-             RETURNING id, id_mensagem, tipo, payload, correlacao, tentativas, {AGORA} - criada_em"
+             RETURNING id, id_mensagem, tipo, payload, correlacao, tentativas, \
+                 {AGORA} - criada_em, chave_ordem"
         );
-        let linhas = sqlx::query_as::<_, (i64, String, String, String, Option<String>, i32, i64)>(
-            sqlx::AssertSqlSafe(sql),
-        )
-        .bind(tipos)
-        .bind(p.lote)
-        .bind(p.lease_ms)
-        .bind(p.dono)
-        .bind(p.token)
-        .bind(p.bloquear_apos_morta)
-        .fetch_all(pool)
-        .await?;
+        type Linha = (
+            i64,
+            String,
+            String,
+            String,
+            Option<String>,
+            i32,
+            i64,
+            Option<String>,
+        );
+        let linhas = sqlx::query_as::<_, Linha>(sqlx::AssertSqlSafe(sql))
+            .bind(tipos)
+            .bind(p.lote)
+            .bind(p.lease_ms)
+            .bind(p.dono)
+            .bind(p.token)
+            .bind(p.bloquear_apos_morta)
+            .fetch_all(pool)
+            .await?;
         linhas
             .into_iter()
             .map(
-                |(id, id_mensagem, tipo, payload, correlacao, tentativas, idade_ms)| {
+                |(
+                    id,
+                    id_mensagem,
+                    tipo,
+                    payload,
+                    correlacao,
+                    tentativas,
+                    idade_ms,
+                    chave_ordem,
+                )| {
                     Ok(Reivindicada {
                         id,
                         id_mensagem: id_mensagem
@@ -176,6 +194,7 @@ impl BancoInterno for Sqlite {
                         tentativas,
                         idade_ms,
                         devida_em_ms: 0,
+                        chave_ordem,
                     })
                 },
             )
@@ -747,6 +766,78 @@ impl BancoInterno for Sqlite {
                 )
                 .collect(),
         ))
+    }
+
+    async fn buscar_mortas_recebidas(
+        pool: &SqlitePool,
+        id_mensagem: uuid::Uuid,
+        app: Option<&str>,
+    ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
+        // The message id is stored as text here; it is the one asked for.
+        type Linha = (
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            String,
+            i64,
+            i64,
+        );
+        let linhas: Vec<Linha> = sqlx::query_as(
+            "SELECT app, tipo, origem, payload, correlacao, motivo, entregas, morta_em \
+             FROM mensageria_mortas_recebidas \
+             WHERE id_mensagem = $1 AND ($2 IS NULL OR app = $2) ORDER BY app",
+        )
+        .bind(id_mensagem.to_string())
+        .bind(app)
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::mortas_recebidas(
+            linhas
+                .into_iter()
+                .map(
+                    |(app, tipo, origem, payload, correlacao, motivo, entregas, em)| {
+                        (
+                            app,
+                            id_mensagem,
+                            tipo,
+                            origem,
+                            payload,
+                            correlacao,
+                            motivo,
+                            entregas,
+                            em,
+                        )
+                    },
+                )
+                .collect(),
+        ))
+    }
+
+    async fn descartar_morta_recebida(
+        pool: &SqlitePool,
+        app: &str,
+        id_mensagem: uuid::Uuid,
+    ) -> Result<u64, sqlx::Error> {
+        let r = sqlx::query(
+            "DELETE FROM mensageria_mortas_recebidas WHERE app = $1 AND id_mensagem = $2",
+        )
+        .bind(app)
+        .bind(id_mensagem.to_string())
+        .execute(pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn mortas_recebidas_por_tipo(
+        pool: &SqlitePool,
+    ) -> Result<Vec<crate::operacoes::MortasRecebidasDoTipo>, sqlx::Error> {
+        let linhas: Vec<linhas::LinhaMortasRecebidas> =
+            sqlx::query_as(super::SQL_MORTAS_RECEBIDAS_POR_TIPO)
+                .fetch_all(pool)
+                .await?;
+        Ok(linhas::mortas_recebidas_por_tipo(linhas))
     }
 
     async fn buscar_morta(

@@ -307,6 +307,7 @@ async fn enviar(
         .com_tentativa(u32::try_from(linha.tentativas).unwrap_or(1))
         .com_correlacao(linha.correlacao.clone())
         .com_app(config.app.clone())
+        .com_chave_ordem(linha.chave_ordem.clone())
         .com_recursos(recursos);
     let duplicar = config.ensaio.duplicar;
     let tarefa = tokio::spawn(
