@@ -4,6 +4,9 @@
 //! - **Dead letters** ([`mensageria_mortas`](#tables)): [`listar_mortas`], [`buscar_morta`],
 //!   [`reenfileirar_morta`] (one), [`reenfileirar_mortas`] (every one of a tipo, or all),
 //!   [`descartar_morta`].
+//! - **Receiver-side dead letters** (`mensageria_mortas_recebidas`: events a broker consumer's
+//!   receptor refused for good): [`registrar_morta_recebida`], [`mortas_recebidas`],
+//!   [`buscar_morta_recebida`], [`descartar_morta_recebida`], [`mortas_recebidas_por_tipo`].
 //! - **Dedup records** of the receptores: [`registrar_recebida`] (the write a receptor makes in
 //!   its transaction), [`registrar_recebidas`] (a batch's, in one statement) and [`purgar_recebidas`] (old records, in short batches).
 //! - **Read models** behind `mensageria status`, `doctor` and `apps`: [`fila`], [`tentativas`],
@@ -59,6 +62,33 @@ pub enum ErroOperacao {
     MortaNaoEncontrada {
         /// The id asked for.
         id_mensagem: Uuid,
+    },
+
+    /// No receiver-side dead letter has this message id (of this app, when one was named).
+    #[error(
+        "no receiver-side dead letter with message id {id_mensagem}{}; \
+         `mortas_recebidas` shows the ones there are",
+        app.as_deref().map(|a| format!(" of app `{a}`")).unwrap_or_default()
+    )]
+    MortaRecebidaNaoEncontrada {
+        /// The id asked for.
+        id_mensagem: Uuid,
+        /// The app asked for, if one.
+        app: Option<String>,
+    },
+
+    /// Several receiving apps keep a dead letter with this message id: name the app.
+    #[error(
+        "receiver-side dead letters with message id {id_mensagem} are kept by {} apps ({}): \
+         name the app",
+        apps.len(),
+        apps.join(", ")
+    )]
+    MortaRecebidaAmbigua {
+        /// The id asked for.
+        id_mensagem: Uuid,
+        /// The apps that keep one.
+        apps: Vec<String>,
     },
 
     /// [`remover_app`] found instances of the app alive: nothing was changed.
@@ -178,6 +208,82 @@ pub async fn mortas_recebidas<DB: Banco>(
     limite: i64,
 ) -> Result<Vec<MortaRecebida>, ErroOperacao> {
     Ok(DB::mortas_recebidas(pool, app, limite).await?)
+}
+
+/// The receiver-side dead letter `id_mensagem` of `app` (or of whichever app holds it, with
+/// `None`): [`ErroOperacao::MortaRecebidaNaoEncontrada`] if none,
+/// [`ErroOperacao::MortaRecebidaAmbigua`] if `app` is `None` and several apps hold it (fan-out:
+/// every receiving app gets the event, and each may refuse it).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// # mensageria_core::migrar(&pool).await?;
+/// use mensageria_core::operacoes::{self, ErroOperacao};
+///
+/// let id = uuid::Uuid::now_v7();
+/// assert!(matches!(
+///     operacoes::buscar_morta_recebida(&pool, id, Some("estoque")).await,
+///     Err(ErroOperacao::MortaRecebidaNaoEncontrada { .. })
+/// ));
+/// # Ok(()) }
+/// ```
+#[doc(alias = "get_received_dead_letter")]
+pub async fn buscar_morta_recebida<DB: Banco>(
+    pool: &Pool<DB>,
+    id_mensagem: Uuid,
+    app: Option<&str>,
+) -> Result<MortaRecebida, ErroOperacao> {
+    let mut achadas = DB::buscar_mortas_recebidas(pool, id_mensagem, app).await?;
+    match achadas.len() {
+        0 => Err(ErroOperacao::MortaRecebidaNaoEncontrada {
+            id_mensagem,
+            app: app.map(str::to_owned),
+        }),
+        1 => Ok(achadas.remove(0)),
+        _ => Err(ErroOperacao::MortaRecebidaAmbigua {
+            id_mensagem,
+            apps: achadas.into_iter().map(|m| m.app).collect(),
+        }),
+    }
+}
+
+/// Deletes `app`'s receiver-side dead letter `id_mensagem` for good;
+/// [`ErroOperacao::MortaRecebidaNaoEncontrada`] if there is none. Replaying one is the
+/// receiving app's job (its consumer holds the receptor), not a database operation.
+#[doc(alias = "discard_received_dead_letter")]
+pub async fn descartar_morta_recebida<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    id_mensagem: Uuid,
+) -> Result<(), ErroOperacao> {
+    match DB::descartar_morta_recebida(pool, app, id_mensagem).await? {
+        0 => Err(ErroOperacao::MortaRecebidaNaoEncontrada {
+            id_mensagem,
+            app: Some(app.to_owned()),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// How many receiver-side dead letters one receiving app keeps of one tipo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MortasRecebidasDoTipo {
+    /// The receiving app.
+    pub app: String,
+    /// The tipo.
+    pub tipo: String,
+    /// Its receiver-side dead letters.
+    pub mortas: i64,
+}
+
+/// Receiver-side dead letters per receiving app and tipo, by app then tipo.
+pub async fn mortas_recebidas_por_tipo<DB: Banco>(
+    pool: &Pool<DB>,
+) -> Result<Vec<MortasRecebidasDoTipo>, ErroOperacao> {
+    Ok(DB::mortas_recebidas_por_tipo(pool).await?)
 }
 
 /// A page of dead letters: what [`listar_mortas`] returns.

@@ -291,3 +291,15 @@ pub(crate) fn mortas_recebidas(linhas: Vec<LinhaMortaRecebida>) -> Vec<MortaRece
         )
         .collect()
 }
+
+/// `app, tipo, mortas`.
+pub(crate) type LinhaMortasRecebidas = (String, String, i64);
+
+pub(crate) fn mortas_recebidas_por_tipo(
+    linhas: Vec<LinhaMortasRecebidas>,
+) -> Vec<crate::operacoes::MortasRecebidasDoTipo> {
+    linhas
+        .into_iter()
+        .map(|(app, tipo, mortas)| crate::operacoes::MortasRecebidasDoTipo { app, tipo, mortas })
+        .collect()
+}
