@@ -596,3 +596,33 @@ async fn ordem_por_chave_de_ponta_a_ponta() {
     emissor.descartar().await;
     receptor.descartar().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_faixas_ordenadas_sao_as_do_fluxo() {
+    // A receiving app configured with other lanes than the stream's creator takes the stream's:
+    // a lane nobody consumes would never deliver.
+    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let js = jetstream::new(mensageria_nats::async_nats::connect(&url).await.unwrap());
+    let sufixo = uuid::Uuid::now_v7().simple().to_string();
+    let (nome, prefixo) = (format!("T{sufixo}"), format!("t{sufixo}"));
+    let dono = Fluxo::new(&nome, &prefixo)
+        .unwrap()
+        .com_faixas_ordenadas(8)
+        .garantir(&js)
+        .await
+        .unwrap();
+    let outro = Fluxo::new(&nome, &prefixo)
+        .unwrap()
+        .com_faixas_ordenadas(2)
+        .garantir(&js)
+        .await
+        .unwrap();
+    assert_eq!((dono.faixas_ordenadas(), outro.faixas_ordenadas()), (8, 8));
+    for chave in ["a", "b", "pedido:42"] {
+        assert_eq!(
+            dono.assunto_ordenado("x.y", chave),
+            outro.assunto_ordenado("x.y", chave)
+        );
+    }
+    js.delete_stream(&nome).await.unwrap();
+}

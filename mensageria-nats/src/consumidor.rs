@@ -435,7 +435,8 @@ impl<DB: Banco> Laco<DB> {
     ) -> Result<(), operacoes::ErroOperacao> {
         let morta = MortaRecebida {
             app: self.config.app.clone(),
-            id_mensagem: id_da_mensagem(mensagem).unwrap_or_else(Uuid::nil),
+            // A message without a usable id gets one of its own, so it is kept like the others.
+            id_mensagem: id_da_mensagem(mensagem).unwrap_or_else(Uuid::now_v7),
             tipo: self.registrado.tipo.to_owned(),
             origem: self.origem.clone(),
             payload: String::from_utf8_lossy(&mensagem.payload).into_owned(),

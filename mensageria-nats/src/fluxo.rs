@@ -51,7 +51,8 @@ impl Fluxo {
     /// How many ordered lanes each tipo has (4 by default): a message with an ordering key goes
     /// to the lane of its key, `{prefixo}.{tipo}.o{n}`, which each receiving app consumes one
     /// message at a time, in stream order. More lanes, more ordered keys applied in parallel.
-    /// The sending and the receiving apps must agree on it (like on the prefix).
+    /// The stream records it when [`garantir`](Self::garantir) creates it, and every app that
+    /// calls `garantir` afterwards takes the stream's value.
     pub fn com_faixas_ordenadas(mut self, faixas: u32) -> Self {
         self.faixas = faixas.max(1);
         self
@@ -118,12 +119,15 @@ impl Fluxo {
     }
 
     /// Creates the stream if it does not exist (file storage, subjects `{prefixo}.>`, this
-    /// duplicate window and age), or checks that the existing one captures `{prefixo}.>` and
-    /// returns its settings (an existing stream is never changed: its owner's settings win).
+    /// duplicate window and age, and its ordered lanes recorded in its description), or checks
+    /// that the existing one captures `{prefixo}.>` and returns its settings (an existing stream
+    /// is never changed: its owner's settings win, ordered lanes included, so every app that
+    /// calls `garantir` agrees on them).
     pub async fn garantir(&self, js: &jetstream::Context) -> Result<Fluxo, ErroNats> {
         let assuntos = format!("{}.>", self.prefixo);
         let config = stream::Config {
             name: self.nome.clone(),
+            description: Some(format!("{PREFIXO_DA_DESCRICAO}{}", self.faixas)),
             subjects: vec![assuntos.clone()],
             storage: stream::StorageType::File,
             duplicate_window: self.janela,
@@ -142,13 +146,25 @@ impl Fluxo {
                 esperado: assuntos,
             });
         }
+        // The stream says how many ordered lanes its tipos have, so a sender and a receiver that
+        // were configured differently still agree (a lane nobody consumes would never deliver).
+        let faixas = existente
+            .description
+            .as_deref()
+            .and_then(|descricao| descricao.strip_prefix(PREFIXO_DA_DESCRICAO))
+            .and_then(|faixas| faixas.trim().parse().ok())
+            .unwrap_or(self.faixas);
         Ok(Self {
             janela: existente.duplicate_window,
             idade_maxima: existente.max_age,
+            faixas,
             ..self.clone()
         })
     }
 }
+
+/// How the stream's description records its ordered lanes: `mensageria ordered-lanes=4`.
+const PREFIXO_DA_DESCRICAO: &str = "mensageria ordered-lanes=";
 
 /// The lane of `chave` among `faixas`: FNV-1a of its bytes (the same on every build and
 /// toolchain, unlike `DefaultHasher`), modulo the lanes.
