@@ -58,15 +58,33 @@ pub(crate) enum Comando {
     /// age of the oldest message of the tipo still in the saída; ATTEMPTS, the saída's rows per
     /// number of attempts so far, as `range:rows` (`2-4:1` is one message that has been tried
     /// 2 to 4 times; the ranges are 0, 1, 2-4, 5-9, 10-24 and 25+, empty ones left out); DEAD,
-    /// the tipo's dead letters (`mortas listar --tipo`); CLAIMED BY, the apps whose relay sends
-    /// the tipo; LAST SEEN, when each last said so. With --json, the same figures under the
-    /// keys of the README's "JSON output" table.
+    /// the tipo's dead letters (`mortas listar --tipo`); RECEIVED DEAD, events of the tipo that a
+    /// broker consumer's receptor refused for good, every receiving app's (`mortas-recebidas
+    /// listar`); CLAIMED BY, the apps whose relay sends the tipo; LAST SEEN, when each last said
+    /// so. With --json, the same figures under the keys of the README's "JSON output" table.
     Status,
     /// Dead letters: list, show, replay, discard.
     Mortas {
         /// What to do with them.
         #[command(subcommand)]
         acao: AcaoMortas,
+    },
+    /// The receiving side's dead letters: events a broker consumer (mensageria-nats) delivered
+    /// and this schema's receptor refused for good; list, show, discard.
+    ///
+    /// A JetStream consumer's receptor that refuses an event for good (a payload that does not
+    /// decode, a key that cannot be built, a permanent rejection) tells the broker to stop
+    /// redelivering it and keeps it in `mensageria_mortas_recebidas`, in the receiving app's
+    /// database, as received. Unlike `mortas` (the sender's), the CLI cannot replay them: the
+    /// event is not in any saída, and applying it again means running it through the receiving
+    /// app's own receptor, which only that app can do (a replay in mensageria-nats is planned;
+    /// until then, fix the cause and re-apply the payload that `mostrar --raw` prints by hand, or
+    /// have the sending app enqueue the event again). `descartar` forgets one once dealt with.
+    #[command(name = "mortas-recebidas")]
+    MortasRecebidas {
+        /// What to do with them.
+        #[command(subcommand)]
+        acao: AcaoMortasRecebidas,
     },
     /// Ordering keys: who holds a key and who waits behind it.
     Ordem {
@@ -187,6 +205,45 @@ pub(crate) enum AcaoMortas {
     },
 }
 
+/// `mensageria mortas-recebidas ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AcaoMortasRecebidas {
+    /// List the receiving side's dead letters, newest first: message id, receiving app, tipo,
+    /// deliveries (how many times the broker had delivered it), when it was kept and why.
+    Listar {
+        /// Only this receiving app's (its consumer's `app`).
+        #[arg(long)]
+        app: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(0..))]
+        limite: i64,
+    },
+    /// Show one in full, payload included (as received: it may not even be JSON). Control
+    /// characters in its text are shown escaped, never sent to the terminal.
+    Mostrar {
+        /// Its message id.
+        id: Uuid,
+        /// The receiving app, when several refused the same event (fan-out).
+        #[arg(long)]
+        app: Option<String>,
+        /// Print only the payload, as received and unescaped (for `> file` or `| jq`): control
+        /// characters in it reach your terminal as they are.
+        #[arg(long, conflicts_with = "json")]
+        raw: bool,
+    },
+    /// Delete one for good (asks for confirmation on stdin unless --yes).
+    Descartar {
+        /// Its message id.
+        id: Uuid,
+        /// The receiving app, when several refused the same event (fan-out).
+        #[arg(long)]
+        app: Option<String>,
+        /// Do not ask: yes, discard it.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+}
+
 /// Which dead letters to replay: exactly one of the three.
 #[derive(Debug, Args)]
 #[group(required = true, multiple = false)]
@@ -232,7 +289,9 @@ pub(crate) struct ArgsDoctor {
     #[arg(long, value_parser = analisar)]
     pub(crate) horizonte: Option<Duration>,
     /// A problem when a tipo has more dead letters than this (0: any dead letter fails a deploy
-    /// check). Without it dead letters are counted in a note.
+    /// check), counted apart on each side: the relays' (`mortas`) per tipo, and the receiving
+    /// side's (`mortas-recebidas`) per receiving app and tipo. Without it both are counted in a
+    /// note.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
     pub(crate) max_dead_letters: Option<i64>,
     /// A problem when the oldest message of a tipo has waited in the saída longer than this

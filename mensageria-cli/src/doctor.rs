@@ -5,9 +5,10 @@
 //! tipo claimed by two live apps (competing consumers); a dead app (none of its relay instances
 //! alive, its latest ones gone without a graceful stop), or, for relays that record no
 //! instances (older than schema version 2), an app that stopped refreshing `mensageria_apps`; a
-//! dedup retention not longer than the senders' redelivery horizon. The database does not
-//! record the retention, so that check needs `--retencao` and is reported as skipped without
-//! it.
+//! dedup retention not longer than the senders' redelivery horizon; and, against the limits an
+//! operator passes (`--max-dead-letters` and the like), what the relays and the receiving side
+//! left behind. The database does not record the retention, so that check needs `--retencao`
+//! and is reported as skipped without it.
 //!
 //! An app whose instances all stopped gracefully is reported as stopped, in a note: that is not
 //! a problem by itself (a deploy stops apps), but rows of its tipos left in the saída still are
@@ -99,6 +100,9 @@ enum Codigo {
     /// More dead letters than `--max-dead-letters`.
     #[serde(rename = "dead-letters")]
     Mortas,
+    /// More receiver-side dead letters of one receiving app and tipo than `--max-dead-letters`.
+    #[serde(rename = "received-dead-letters")]
+    MortasRecebidas,
     /// A message older than `--max-pending-age` in the saída.
     #[serde(rename = "pending-too-old")]
     PendenteVelha,
@@ -190,6 +194,9 @@ pub(crate) async fn executar(
     let com_instancias = aplicada.is_some_and(|v| v >= VERSAO_DAS_INSTANCIAS);
     let claimants = verificar_apps(conexao, &args, com_instancias, &mut d).await?;
     verificar_limites(conexao, &args, &claimants, &mut d).await?;
+    if aplicada.is_some_and(|v| v >= VERSAO_DAS_MORTAS_RECEBIDAS) {
+        verificar_mortas_recebidas(conexao, &args, &mut d).await?;
+    }
     verificar_retidas(conexao, &claimants, &mut d).await?;
     verificar_retencao(&args, &mut d);
     Ok(concluir(d, json))
@@ -486,6 +493,56 @@ async fn verificar_limites(
                         "{linhas} message(s) of tipo `{tipo}` attempted more than {limite} times \
                          (at most {maximo}): every attempt failed; the relay's WARN lines and \
                          `mensageria status` say why"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The schema version that brought `mensageria_mortas_recebidas`.
+const VERSAO_DAS_MORTAS_RECEBIDAS: i64 = 4;
+
+/// The receiving side's dead letters (events a broker consumer's receptor refused for good),
+/// against `--max-dead-letters`: counted per receiving app and tipo, apart from the relays' (a
+/// different party refused them, and they are dealt with differently), under their own code. A
+/// pure receiver has no relay dead letters at all, so without this a deploy check with
+/// `--max-dead-letters 0` would pass while its consumer piles up refused events.
+async fn verificar_mortas_recebidas(
+    conexao: &Conexao,
+    args: &ArgsDoctor,
+    d: &mut Diagnostico,
+) -> Result<(), ErroCli> {
+    let mortas = nos_dois!(conexao, pool => operacoes::mortas_recebidas_por_tipo(pool).await?);
+    let total: i64 = mortas.iter().map(|m| m.mortas).sum();
+    match args.max_dead_letters {
+        None if total > 0 => {
+            let quais: Vec<String> = mortas
+                .iter()
+                .map(|m| format!("app `{}`, tipo `{}`: {}", m.app, m.tipo, m.mortas))
+                .collect();
+            d.notas.push(format!(
+                "{total} receiver-side dead letter(s) ({}): events a broker consumer's receptor \
+                 refused for good (`mensageria mortas-recebidas listar`); --max-dead-letters 0 \
+                 makes any a problem",
+                quais.join("; ")
+            ));
+        }
+        None => {}
+        Some(limite) => {
+            for m in mortas.iter().filter(|m| m.mortas > limite) {
+                d.problemas.push(Problema {
+                    codigo: Codigo::MortasRecebidas,
+                    tipo: Some(m.tipo.clone()),
+                    apps: vec![m.app.clone()],
+                    mensagem: format!(
+                        "{} receiver-side dead letter(s) of tipo `{}` kept by app `{}`, over the \
+                         limit of {limite}: its receptor refused them for good; see why with \
+                         `mensageria mortas-recebidas listar --app {}`, fix the cause, then \
+                         re-apply each payload (`mortas-recebidas mostrar --raw`) or discard it \
+                         (`mortas-recebidas descartar`)",
+                        m.mortas, m.tipo, m.app, m.app
                     ),
                 });
             }

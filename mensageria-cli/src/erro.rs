@@ -60,6 +60,33 @@ pub(crate) enum ErroCli {
         id: uuid::Uuid,
     },
 
+    /// No receiver-side dead letter has this message id (of this app, when one was named).
+    #[error(
+        "no receiver-side dead letter with message id {id}{}; `mensageria mortas-recebidas \
+         listar` shows the ones there are",
+        app.as_deref().map(|a| format!(" of app `{a}`")).unwrap_or_default()
+    )]
+    MortaRecebidaNaoEncontrada {
+        /// The id asked for.
+        id: uuid::Uuid,
+        /// The app asked for, if one.
+        app: Option<String>,
+    },
+
+    /// Several receiving apps keep a dead letter with this message id (fan-out).
+    #[error(
+        "receiver-side dead letters with message id {id} are kept by {} apps ({}): pass --app \
+         <name> to pick one; nothing was changed",
+        apps.len(),
+        apps.join(", ")
+    )]
+    MortaRecebidaAmbigua {
+        /// The id asked for.
+        id: uuid::Uuid,
+        /// The apps that keep one.
+        apps: Vec<String>,
+    },
+
     /// The operator did not confirm a destructive command. The answer it names is the one
     /// [`crate::confirmacao::confirmar`] accepts and every prompt offers (`[y/N]`), so the two
     /// cannot disagree.
@@ -117,6 +144,18 @@ impl From<ErroOperacao> for ErroCli {
             ErroOperacao::Banco(fonte) => Self::Banco(fonte),
             ErroOperacao::MortaNaoEncontrada { id_mensagem } => {
                 Self::MortaNaoEncontrada { id: id_mensagem }
+            }
+            ErroOperacao::MortaRecebidaNaoEncontrada { id_mensagem, app } => {
+                Self::MortaRecebidaNaoEncontrada {
+                    id: id_mensagem,
+                    app,
+                }
+            }
+            ErroOperacao::MortaRecebidaAmbigua { id_mensagem, apps } => {
+                Self::MortaRecebidaAmbigua {
+                    id: id_mensagem,
+                    apps,
+                }
             }
             ErroOperacao::AppVivo { app, instancias } => Self::AppVivo {
                 detalhe: format!("instance(s) {}", instancias.join(", ")),

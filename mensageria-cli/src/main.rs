@@ -4,6 +4,7 @@
 //! mensageria --database-url postgres://… status
 //! mensageria mortas listar --tipo mdfe.encerramento
 //! mensageria mortas reenfileirar --tipo mdfe.encerramento
+//! mensageria mortas-recebidas listar --app estoque   # what a broker consumer's receptor refused
 //! mensageria purgar --retencao 30d
 //! mensageria doctor --retencao 30d   # exit 1 when it finds a problem
 //! mensageria apps listar
@@ -14,8 +15,9 @@
 //! Every module is one command or one concept: [`argumentos`] (the command line),
 //! [`conexao`] (PostgreSQL or SQLite), [`saida_formatada`] (tables and JSON), [`texto_seguro`]
 //! (what a terminal may be shown), [`duracao`], [`erro`], [`confirmacao`], and the commands
-//! [`schema`], [`status`], [`mortas`], [`ordem`], [`purga`], [`doctor`], [`apps`]. The commands hold no
-//! SQL: they call `mensageria_core::operacoes` and format what it returns.
+//! [`schema`], [`status`], [`mortas`], [`mortas_recebidas`], [`ordem`], [`purga`], [`doctor`],
+//! [`apps`]. The commands hold no SQL: they call `mensageria_core::operacoes` and format what it
+//! returns.
 
 mod apps;
 mod argumentos;
@@ -25,6 +27,7 @@ mod doctor;
 mod duracao;
 mod erro;
 mod mortas;
+mod mortas_recebidas;
 mod ordem;
 mod purga;
 mod saida_formatada;
@@ -101,6 +104,9 @@ async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
             .await
             .map(|()| Desfecho::Feito),
         Comando::Mortas { acao } => mortas::executar(&conexao, acao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::MortasRecebidas { acao } => mortas_recebidas::executar(&conexao, acao, json)
             .await
             .map(|()| Desfecho::Feito),
         Comando::Ordem { acao } => ordem::executar(&conexao, acao, json)

@@ -1,6 +1,7 @@
 //! `status`: per tipo, what waits in the saída, what is in flight, how old the oldest message
-//! is, how many attempts the rows have had, how many dead letters there are, and which app
-//! claims the tipo.
+//! is, how many attempts the rows have had, how many dead letters there are (the relays', and
+//! the receiving side's: events a broker consumer's receptor refused), and which app claims the
+//! tipo.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +58,10 @@ struct StatusDoTipo {
     /// Dead letters of the tipo.
     #[serde(rename = "dead")]
     mortas: i64,
+    /// Events of the tipo a broker consumer's receptor refused for good, every receiving app's
+    /// (`mensageria mortas-recebidas listar`).
+    #[serde(rename = "received_dead")]
+    mortas_recebidas: i64,
     /// The apps whose relay claims the tipo, and when each was last seen.
     #[serde(rename = "claimed_by")]
     apps: Vec<AppDoTipo>,
@@ -84,7 +89,8 @@ struct AppDoTipo {
 impl Relatorio for Status {
     fn humano(&self) -> String {
         if self.tipos.is_empty() {
-            return "nothing to show: the saída, the dead letters and the app registrations are empty"
+            return "nothing to show: the saída, the dead letters (both sides') and the app \
+                    registrations are empty"
                 .into();
         }
         let mut tabela = Tabela::new([
@@ -96,6 +102,7 @@ impl Relatorio for Status {
             "oldest",
             "attempts",
             "dead",
+            "received dead",
             "claimed by",
             "last seen",
         ]);
@@ -122,6 +129,7 @@ impl Relatorio for Status {
                     .unwrap_or_else(|| "-".into()),
                 or_traco(tentativas.join(" ")),
                 t.mortas.to_string(),
+                t.mortas_recebidas.to_string(),
                 or_traco(apps.join(", ")),
                 or_traco(vistos.join(", ")),
             ]);
@@ -146,12 +154,13 @@ fn or_traco(texto: String) -> String {
 
 /// Reads the tables and prints the report.
 pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCli> {
-    let (fila, tentativas, mortas, reivindicacoes, retidas) = nos_dois!(conexao, pool => {
+    let (fila, tentativas, mortas, recebidas, reivindicacoes, retidas) = nos_dois!(conexao, pool => {
         mensageria_core::verificar_schema(pool).await?;
         (
             operacoes::fila(pool).await?,
             operacoes::tentativas(pool).await?,
             operacoes::mortas_por_tipo(pool).await?,
+            operacoes::mortas_recebidas_por_tipo(pool).await?,
             operacoes::reivindicacoes(pool).await?,
             operacoes::retidas(pool).await?,
         )
@@ -185,6 +194,9 @@ pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCl
     }
     for m in mortas {
         linha(&mut tipos, &m.tipo).mortas = m.mortas;
+    }
+    for m in recebidas {
+        linha(&mut tipos, &m.tipo).mortas_recebidas += m.mortas;
     }
     // Behind a dead letter of another tipo is already BLOCKED: HELD counts saída heads only.
     for r in retidas.into_iter().filter(|r| !r.cabeca_morta) {

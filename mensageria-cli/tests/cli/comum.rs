@@ -16,6 +16,12 @@ pub(crate) trait Alvo {
     fn json(&self, parametro: &str) -> String;
     /// Runs `sql` with text parameters on this database (see [`mensageria_testes::executar`]).
     fn executar(&self, sql: String, textos: &[&str], para_que: &str) -> impl Future<Output = ()>;
+    /// Keeps a receiver-side dead letter as a broker consumer does
+    /// (`operacoes::registrar_morta_recebida`).
+    fn registrar_morta_recebida(
+        &self,
+        morta: &mensageria_core::operacoes::MortaRecebida,
+    ) -> impl Future<Output = ()>;
 
     /// `mensageria <args>` on this database, ready to run.
     fn mensageria(&self, args: &[&str]) -> Command {
@@ -57,6 +63,12 @@ impl Alvo for PgIsolado {
     fn executar(&self, sql: String, textos: &[&str], para_que: &str) -> impl Future<Output = ()> {
         mensageria_testes::executar(&self.pool, sql, textos, para_que)
     }
+    async fn registrar_morta_recebida(&self, morta: &mensageria_core::operacoes::MortaRecebida) {
+        let novo = mensageria_core::operacoes::registrar_morta_recebida(&self.pool, morta)
+            .await
+            .expect("keep a receiver-side dead letter");
+        assert!(novo, "a receiver-side dead letter recorded twice");
+    }
 }
 
 impl Alvo for SqliteIsolado {
@@ -77,6 +89,12 @@ impl Alvo for SqliteIsolado {
     }
     fn executar(&self, sql: String, textos: &[&str], para_que: &str) -> impl Future<Output = ()> {
         mensageria_testes::executar(&self.pool, sql, textos, para_que)
+    }
+    async fn registrar_morta_recebida(&self, morta: &mensageria_core::operacoes::MortaRecebida) {
+        let novo = mensageria_core::operacoes::registrar_morta_recebida(&self.pool, morta)
+            .await
+            .expect("keep a receiver-side dead letter");
+        assert!(novo, "a receiver-side dead letter recorded twice");
     }
 }
 
@@ -127,6 +145,44 @@ pub(crate) async fn plantar_morta(db: &impl Alvo, tipo: &str, payload: &str) -> 
     )
     .await;
     id
+}
+
+/// Keeps a receiver-side dead letter of `app` and `tipo` with `payload` (any text) and `motivo`
+/// (why the receptor refused it), delivered 3 times, as the JetStream consumer does; returns its
+/// message id.
+pub(crate) async fn plantar_morta_recebida(
+    db: &impl Alvo,
+    app: &str,
+    tipo: &str,
+    payload: &str,
+    motivo: &str,
+) -> uuid::Uuid {
+    let id = uuid::Uuid::now_v7();
+    plantar_morta_recebida_com_id(db, id, app, tipo, payload, motivo).await;
+    id
+}
+
+/// [`plantar_morta_recebida`] with a given message id (fan-out: two apps refuse one event).
+pub(crate) async fn plantar_morta_recebida_com_id(
+    db: &impl Alvo,
+    id: uuid::Uuid,
+    app: &str,
+    tipo: &str,
+    payload: &str,
+    motivo: &str,
+) {
+    db.registrar_morta_recebida(&mensageria_core::operacoes::MortaRecebida {
+        app: app.to_owned(),
+        id_mensagem: id,
+        tipo: tipo.to_owned(),
+        origem: format!("nats:MENSAGERIA:mensageria.{tipo}"),
+        payload: payload.to_owned(),
+        correlacao: Some("corr-1".to_owned()),
+        motivo: motivo.to_owned(),
+        entregas: 3,
+        morta_em_ms: 0,
+    })
+    .await;
 }
 
 /// Registers `app` as claiming `tipo`, last seen `visto_ha_ms` ago: what a relay's heartbeat

@@ -68,6 +68,7 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "tipos[].attempts[].range",
                 "tipos[].attempts[].messages",
                 "tipos[].dead",
+                "tipos[].received_dead",
                 "tipos[].claimed_by",
                 "tipos[].claimed_by[].app",
                 "tipos[].claimed_by[].last_seen_ago_ms",
@@ -108,6 +109,38 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
             conjunto(&["requeued", "message_id", "tipo"]),
         ),
         ("mortas descartar", conjunto(&["discarded", "tipo"])),
+        (
+            "mortas-recebidas listar",
+            conjunto(&[
+                "total",
+                "received_dead_letters",
+                "received_dead_letters[].message_id",
+                "received_dead_letters[].app",
+                "received_dead_letters[].tipo",
+                "received_dead_letters[].origin",
+                "received_dead_letters[].deliveries",
+                "received_dead_letters[].dead_at",
+                "received_dead_letters[].reason",
+            ]),
+        ),
+        (
+            "mortas-recebidas mostrar",
+            conjunto(&[
+                "message_id",
+                "app",
+                "tipo",
+                "origin",
+                "deliveries",
+                "reason",
+                "correlation_id",
+                "dead_at",
+                "payload",
+            ]),
+        ),
+        (
+            "mortas-recebidas descartar",
+            conjunto(&["discarded", "app", "tipo"]),
+        ),
         (
             "ordem mostrar",
             conjunto(&[
@@ -213,6 +246,10 @@ nos_dois_bancos! {
         vistas.push(("mortas mostrar", chaves_de(&db, &["mortas", "mostrar", &morta])));
         vistas.push(("mortas reenfileirar", chaves_de(&db, &["mortas", "reenfileirar", &morta])));
         vistas.push(("mortas descartar", chaves_de(&db, &["mortas", "descartar", &outra, "--yes"])));
+        let recebida = crate::comum::plantar_morta_recebida(&db, "estoque", "a.um", "{}", "refused").await.to_string();
+        vistas.push(("mortas-recebidas listar", chaves_de(&db, &["mortas-recebidas", "listar"])));
+        vistas.push(("mortas-recebidas mostrar", chaves_de(&db, &["mortas-recebidas", "mostrar", &recebida])));
+        vistas.push(("mortas-recebidas descartar", chaves_de(&db, &["mortas-recebidas", "descartar", &recebida, "--yes"])));
         let ordenada = plantar_saida(&db, "a.um", 0, 1_000, false).await;
         let sql = format!(
             "UPDATE mensageria_saida SET chave_ordem = 'k:1', seq_ordem = 1 WHERE id_mensagem = {}",
@@ -235,6 +272,7 @@ nos_dois_bancos! {
             .split("<!-- json-keys -->")
             .nth(1)
             .expect("the README's JSON output table, between <!-- json-keys --> markers");
+        assert_eq!(vistas.len(), fixadas().len(), "every pinned command is run, and only those");
         for ((comando, vistas), (fixado, esperadas)) in vistas.into_iter().zip(fixadas()) {
             assert_eq!(comando, fixado);
             assert_eq!(vistas, esperadas, "`mensageria {comando} --json`: keys changed");

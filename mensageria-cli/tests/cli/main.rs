@@ -9,6 +9,7 @@ mod doctor;
 mod erros;
 mod json;
 mod mortas;
+mod mortas_recebidas;
 mod ordem;
 mod purgar;
 mod status;

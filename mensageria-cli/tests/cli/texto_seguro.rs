@@ -91,6 +91,42 @@ nos_dois_bancos! {
 }
 
 nos_dois_bancos! {
+    /// A receiver-side dead letter: the sender wrote its tipo and payload, the receptor its
+    /// reason, the consumer's app its app name.
+    async fn mortas_recebidas_hostis_chegam_escapadas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let payload = "{\"nota\":\"\x1b[2J\"}\r\n\u{9b}fim";
+        let id = crate::comum::plantar_morta_recebida(&db, "app\x1b[8m", TIPO_HOSTIL, payload, ERRO_HOSTIL).await;
+
+        let listar = stdout(&db.mensageria(&["mortas-recebidas", "listar"]).assert().success());
+        sem_controles(&listar, "mortas-recebidas listar");
+        assert!(listar.contains(TIPO_ESCAPADO) && listar.contains(r"app\x1b[8m") && listar.contains(r"HTTP 500\x1b]0;pwned\x07  fake line"), "{listar}");
+
+        let mostrar = stdout(&db.mensageria(&["mortas-recebidas", "mostrar", &id.to_string()]).assert().success());
+        sem_controles(&mostrar, "mortas-recebidas mostrar");
+        assert!(mostrar.contains(&format!("reason       {ERRO_ESCAPADO}\n")), "{mostrar}");
+        assert!(mostrar.contains(&format!("tipo         {TIPO_ESCAPADO}\n")), "{mostrar}");
+        assert!(mostrar.ends_with("payload\n{\"nota\":\"\\x1b[2J\"}\\r\n\\u{9b}fim\n"), "{mostrar}");
+
+        let status = stdout(&db.mensageria(&["status"]).assert().success());
+        sem_controles(&status, "status");
+        let doctor = stdout(&db.mensageria(&["doctor", "--max-dead-letters", "0"]).assert().code(1));
+        sem_controles(&doctor, "doctor");
+        assert!(doctor.contains(&format!("tipo `{TIPO_ESCAPADO}` kept by app `app\\x1b[8m`")), "{doctor}");
+
+        let recusado = db.mensageria(&["mortas-recebidas", "descartar", &id.to_string()]).write_stdin("n\n").assert().code(1);
+        sem_controles(&stderr(&recusado), "the confirmation prompt");
+        assert!(stderr(&recusado).contains(TIPO_ESCAPADO), "{}", stderr(&recusado));
+
+        // JSON and --raw keep the exact text.
+        let json = db.json_de(&["mortas-recebidas", "mostrar", &id.to_string()]);
+        assert_eq!((json["reason"].as_str(), json["tipo"].as_str(), json["payload"].as_str()), (Some(ERRO_HOSTIL), Some(TIPO_HOSTIL), Some(payload)));
+        let cru = db.mensageria(&["mortas-recebidas", "mostrar", &id.to_string(), "--raw"]).assert().success();
+        assert_eq!(cru.get_output().stdout, format!("{payload}\n").into_bytes());
+    }
+}
+
+nos_dois_bancos! {
     async fn apps_com_nomes_hostis_chegam_escapados(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         // A stopped app with hostile names, whose row of a hostile tipo is left in the saída.

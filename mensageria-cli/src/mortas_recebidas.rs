@@ -1,0 +1,268 @@
+//! `mortas-recebidas`: the receiving side's dead letters — events a broker consumer
+//! (mensageria-nats) delivered and a receptor of this schema refused for good, kept in
+//! `mensageria_mortas_recebidas` until a human deals with them.
+//!
+//! Listing, showing and discarding are operations of `mensageria_core::operacoes`. There is no
+//! replay here: the event is in no saída, and applying it again means running it through the
+//! receiving app's own receptor, which only that app can do (see `mortas-recebidas --help`).
+//! One message id may name several rows, one per receiving app that refused it (fan-out), so
+//! `mostrar` and `descartar` take `--app` to pick one.
+
+use std::io::Write;
+
+use mensageria_core::operacoes::{self, MortaRecebida};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::argumentos::AcaoMortasRecebidas;
+use crate::conexao::{Conexao, nos_dois};
+use crate::confirmacao::confirmar;
+use crate::erro::ErroCli;
+use crate::saida_formatada::{Relatorio, Tabela, imprimir, resumo, rfc3339};
+use crate::texto_seguro::{escapar, escapar_exceto_quebras};
+
+/// Runs one `mortas-recebidas` action.
+pub(crate) async fn executar(
+    conexao: &Conexao,
+    acao: AcaoMortasRecebidas,
+    json: bool,
+) -> Result<(), ErroCli> {
+    nos_dois!(conexao, pool => mensageria_core::verificar_schema(pool).await?);
+    match acao {
+        AcaoMortasRecebidas::Listar { app, limite } => {
+            listar(conexao, app.as_deref(), limite, json).await
+        }
+        AcaoMortasRecebidas::Mostrar { id, app, raw } => {
+            let morta = buscar(conexao, id, app.as_deref()).await?;
+            if raw {
+                let mut saida = std::io::stdout().lock();
+                saida.write_all(morta.payload.as_bytes())?;
+                saida.write_all(b"\n")?;
+                saida.flush()?;
+            } else {
+                imprimir(&Recebida::from(morta), json);
+            }
+            Ok(())
+        }
+        AcaoMortasRecebidas::Descartar { id, app, yes } => {
+            descartar(conexao, id, app.as_deref(), yes, json).await
+        }
+    }
+}
+
+/// One receiver-side dead letter, in full.
+#[derive(Debug, Serialize)]
+struct Recebida {
+    #[serde(rename = "message_id")]
+    id_mensagem: String,
+    /// The receiving app whose receptor refused it.
+    app: String,
+    tipo: String,
+    /// Where it came from (`nats:<stream>:<subject>`).
+    #[serde(rename = "origin")]
+    origem: String,
+    /// How many times the broker had delivered it.
+    #[serde(rename = "deliveries")]
+    entregas: i64,
+    /// Why the receptor refused it.
+    #[serde(rename = "reason")]
+    motivo: String,
+    #[serde(rename = "correlation_id")]
+    correlacao: Option<String>,
+    #[serde(rename = "dead_at")]
+    morta_em: String,
+    /// The payload as received, as a JSON string (it may not be JSON at all).
+    payload: String,
+}
+
+impl From<MortaRecebida> for Recebida {
+    fn from(m: MortaRecebida) -> Self {
+        Self {
+            id_mensagem: m.id_mensagem.to_string(),
+            app: m.app,
+            tipo: m.tipo,
+            origem: m.origem,
+            entregas: m.entregas,
+            motivo: m.motivo,
+            correlacao: m.correlacao,
+            morta_em: rfc3339(m.morta_em_ms),
+            payload: m.payload,
+        }
+    }
+}
+
+impl Relatorio for Recebida {
+    /// Every field on one line, escaped; the payload on as many lines as it has, escaped but
+    /// for its line feeds (`--raw` prints it unescaped).
+    fn humano(&self) -> String {
+        format!(
+            "message id   {}\napp          {}\ntipo         {}\norigin       {}\ndeliveries   {}\n\
+             reason       {}\ncorrelation  {}\ndead since   {}\npayload\n{}\n",
+            escapar(&self.id_mensagem),
+            escapar(&self.app),
+            escapar(&self.tipo),
+            escapar(&self.origem),
+            self.entregas,
+            escapar(&self.motivo),
+            escapar(self.correlacao.as_deref().unwrap_or("-")),
+            self.morta_em,
+            escapar_exceto_quebras(&self.payload),
+        )
+    }
+}
+
+/// The receiver-side dead letter `id` (of `app`, when given).
+async fn buscar(conexao: &Conexao, id: Uuid, app: Option<&str>) -> Result<MortaRecebida, ErroCli> {
+    Ok(nos_dois!(conexao, pool => operacoes::buscar_morta_recebida(pool, id, app).await?))
+}
+
+/// `mortas-recebidas listar`.
+#[derive(Debug, Serialize)]
+struct Lista {
+    /// Receiver-side dead letters matching the filter (all of them, not just those listed).
+    total: i64,
+    #[serde(rename = "received_dead_letters")]
+    mortas: Vec<ItemDaLista>,
+}
+
+/// One line of `mortas-recebidas listar`: [`Recebida`] without its payload and correlation id.
+#[derive(Debug, Serialize)]
+struct ItemDaLista {
+    #[serde(rename = "message_id")]
+    id_mensagem: String,
+    app: String,
+    tipo: String,
+    #[serde(rename = "origin")]
+    origem: String,
+    #[serde(rename = "deliveries")]
+    entregas: i64,
+    #[serde(rename = "dead_at")]
+    morta_em: String,
+    #[serde(rename = "reason")]
+    motivo: String,
+}
+
+impl Relatorio for Lista {
+    fn humano(&self) -> String {
+        if self.total == 0 {
+            return "no receiver-side dead letters".into();
+        }
+        let mut tabela = Tabela::new([
+            "message id",
+            "app",
+            "tipo",
+            "deliveries",
+            "dead at",
+            "reason",
+        ]);
+        for m in &self.mortas {
+            tabela.linha([
+                m.id_mensagem.clone(),
+                m.app.clone(),
+                m.tipo.clone(),
+                m.entregas.to_string(),
+                m.morta_em.clone(),
+                resumo(&m.motivo, 60),
+            ]);
+        }
+        let mut texto = tabela.texto();
+        if (self.mortas.len() as i64) < self.total {
+            texto.push_str(&format!(
+                "({} of {} shown; use --limite to see more)\n",
+                self.mortas.len(),
+                self.total
+            ));
+        }
+        texto
+    }
+}
+
+async fn listar(
+    conexao: &Conexao,
+    app: Option<&str>,
+    limite: i64,
+    json: bool,
+) -> Result<(), ErroCli> {
+    let (mortas, contagem) = nos_dois!(conexao, pool => (
+        operacoes::mortas_recebidas(pool, app, limite).await?,
+        operacoes::mortas_recebidas_por_tipo(pool).await?,
+    ));
+    let total = contagem
+        .iter()
+        .filter(|c| app.is_none_or(|a| a == c.app))
+        .map(|c| c.mortas)
+        .sum::<i64>()
+        // A row kept between the two reads: the total never says less than what is listed.
+        .max(mortas.len() as i64);
+    let mortas = mortas
+        .into_iter()
+        .map(|m| ItemDaLista {
+            id_mensagem: m.id_mensagem.to_string(),
+            app: m.app,
+            tipo: m.tipo,
+            origem: m.origem,
+            entregas: m.entregas,
+            morta_em: rfc3339(m.morta_em_ms),
+            motivo: m.motivo,
+        })
+        .collect();
+    imprimir(&Lista { total, mortas }, json);
+    Ok(())
+}
+
+/// What `mortas-recebidas descartar` changed.
+#[derive(Debug, Serialize)]
+struct Descartada {
+    #[serde(rename = "discarded")]
+    descartada: String,
+    app: String,
+    tipo: String,
+}
+
+impl Relatorio for Descartada {
+    fn humano(&self) -> String {
+        format!(
+            "discarded receiver-side dead letter {} of app `{}`, tipo `{}`: it is gone for good",
+            escapar(&self.descartada),
+            escapar(&self.app),
+            escapar(&self.tipo)
+        )
+    }
+}
+
+async fn descartar(
+    conexao: &Conexao,
+    id: Uuid,
+    app: Option<&str>,
+    yes: bool,
+    json: bool,
+) -> Result<(), ErroCli> {
+    // Resolves the app (or refuses an id two apps keep) before asking anything.
+    let morta = buscar(conexao, id, app).await?;
+    if !yes && !confirmar_descarte(&morta)? {
+        return Err(ErroCli::NaoConfirmado { opcao: "--yes" });
+    }
+    // Discarded by someone else meanwhile: `MortaRecebidaNaoEncontrada`.
+    nos_dois!(conexao, pool => operacoes::descartar_morta_recebida(pool, &morta.app, id).await?);
+    imprimir(
+        &Descartada {
+            descartada: morta.id_mensagem.to_string(),
+            app: morta.app,
+            tipo: morta.tipo,
+        },
+        json,
+    );
+    Ok(())
+}
+
+/// Asks on stderr, reads the answer from stdin (see [`confirmar`]).
+fn confirmar_descarte(morta: &MortaRecebida) -> Result<bool, ErroCli> {
+    confirmar(&format!(
+        "discard receiver-side dead letter {} of app `{}`, tipo `{}` (reason: {})? It is deleted \
+         for good. [y/N] ",
+        morta.id_mensagem,
+        escapar(&morta.app),
+        escapar(&morta.tipo),
+        resumo(&morta.motivo, 80)
+    ))
+}

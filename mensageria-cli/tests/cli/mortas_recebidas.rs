@@ -1,0 +1,217 @@
+//! `mortas-recebidas`: the receiving side's dead letters (events a broker consumer's receptor
+//! refused for good, kept in `mensageria_mortas_recebidas`): list, show, discard with
+//! confirmation; `status` counts them and `doctor` notes them (a problem past
+//! `--max-dead-letters`).
+
+use mensageria_testes::{contar, nos_dois_bancos};
+use serde_json::Value;
+
+use crate::comum::{Alvo, stderr, stdout};
+use crate::comum::{plantar_morta, plantar_morta_recebida, plantar_morta_recebida_com_id};
+
+const MOTIVO: &str = "permanent rejection: unknown stock item 7";
+
+nos_dois_bancos! {
+    async fn listar_e_mostrar_as_mortas_recebidas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let primeira = plantar_morta_recebida(&db, "estoque", "pedido.criado", r#"{"pedido":7}"#, MOTIVO).await;
+        let segunda = plantar_morta_recebida(&db, "estoque", "pedido.pago", "{}", "undecodable payload").await;
+        // Bytes that were not JSON are kept as text.
+        let nao_json = plantar_morta_recebida(&db, "faturamento", "pedido.criado", "not json {", "undecodable payload").await;
+        // A sender-side dead letter is not one of them.
+        plantar_morta(&db, "pedido.criado", "{}").await;
+
+        let lista = db.json_de(&["mortas-recebidas", "listar"]);
+        assert_eq!(lista["total"], 3, "{lista:#}");
+        let ids: Vec<&str> = lista["received_dead_letters"].as_array().unwrap().iter().map(|m| m["message_id"].as_str().unwrap()).collect();
+        let mut esperados = vec![primeira.to_string(), segunda.to_string(), nao_json.to_string()];
+        esperados.sort();
+        let mut vistos: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+        vistos.sort();
+        assert_eq!(vistos, esperados, "{lista:#}");
+        let item = lista["received_dead_letters"].as_array().unwrap().iter().find(|m| m["message_id"] == primeira.to_string()).unwrap();
+        assert_eq!(item["app"], "estoque");
+        assert_eq!(item["tipo"], "pedido.criado");
+        assert_eq!(item["reason"], MOTIVO);
+        assert_eq!(item["deliveries"], 3);
+        assert_eq!(item["origin"], "nats:MENSAGERIA:mensageria.pedido.criado");
+        assert!(item["dead_at"].as_str().unwrap().ends_with('Z'), "{item}");
+
+        // --app filters, --limite cuts (and says how many there are).
+        let estoque = db.json_de(&["mortas-recebidas", "listar", "--app", "estoque"]);
+        assert_eq!(estoque["total"], 2, "{estoque:#}");
+        assert_eq!(estoque["received_dead_letters"].as_array().unwrap().len(), 2);
+        let uma = db.json_de(&["mortas-recebidas", "listar", "--limite", "1"]);
+        assert_eq!((uma["total"].as_i64(), uma["received_dead_letters"].as_array().unwrap().len()), (Some(3), 1));
+        let tabela = stdout(&db.mensageria(&["mortas-recebidas", "listar", "--limite", "1"]).assert().success());
+        assert!(tabela.starts_with("MESSAGE ID"), "{tabela}");
+        assert!(tabela.ends_with("(1 of 3 shown; use --limite to see more)\n"), "{tabela}");
+        let tabela = stdout(&db.mensageria(&["mortas-recebidas", "listar", "--app", "estoque"]).assert().success());
+        let linha = tabela.lines().find(|l| l.starts_with(&primeira.to_string())).unwrap_or_else(|| panic!("{tabela}"));
+        assert!(linha.contains("estoque") && linha.contains("pedido.criado") && linha.contains(MOTIVO), "{tabela}");
+        let vazia = stdout(&db.mensageria(&["mortas-recebidas", "listar", "--app", "ninguem"]).assert().success());
+        assert_eq!(vazia, "no receiver-side dead letters\n");
+
+        // mostrar: every field, the payload as received.
+        let morta = db.json_de(&["mortas-recebidas", "mostrar", &primeira.to_string()]);
+        assert_eq!(morta["payload"], r#"{"pedido":7}"#, "{morta:#}");
+        assert_eq!(morta["correlation_id"], "corr-1");
+        assert_eq!(morta["reason"], MOTIVO);
+        let humano = stdout(&db.mensageria(&["mortas-recebidas", "mostrar", &primeira.to_string()]).assert().success());
+        assert!(humano.contains("app          estoque\n"), "{humano}");
+        assert!(humano.contains(&format!("reason       {MOTIVO}\n")), "{humano}");
+        assert!(humano.ends_with("payload\n{\"pedido\":7}\n"), "{humano}");
+        let cru = db.mensageria(&["mortas-recebidas", "mostrar", &nao_json.to_string(), "--raw"]).assert().success();
+        assert_eq!(cru.get_output().stdout, b"not json {\n");
+
+        // An id no app keeps: an error that says where to look.
+        let nenhuma = db.mensageria(&["mortas-recebidas", "mostrar", &uuid::Uuid::now_v7().to_string()]).assert().code(1);
+        assert!(stderr(&nenhuma).contains("no receiver-side dead letter with message id"), "{}", stderr(&nenhuma));
+        assert!(stderr(&nenhuma).contains("`mensageria mortas-recebidas listar`"), "{}", stderr(&nenhuma));
+        let de_outro = db.mensageria(&["mortas-recebidas", "mostrar", &primeira.to_string(), "--app", "faturamento"]).assert().code(1);
+        assert!(stderr(&de_outro).contains("of app `faturamento`"), "{}", stderr(&de_outro));
+    }
+}
+
+nos_dois_bancos! {
+    /// Fan-out: two receiving apps refused the same event, so one message id names two rows.
+    async fn um_id_de_dois_apps_pede_o_app(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let id = uuid::Uuid::now_v7();
+        plantar_morta_recebida_com_id(&db, id, "estoque", "pedido.criado", "{}", MOTIVO).await;
+        plantar_morta_recebida_com_id(&db, id, "faturamento", "pedido.criado", "{}", "no customer").await;
+        let texto = id.to_string();
+
+        let ambigua = db.mensageria(&["mortas-recebidas", "mostrar", &texto]).assert().code(1);
+        assert!(stderr(&ambigua).contains("kept by 2 apps (estoque, faturamento)"), "{}", stderr(&ambigua));
+        assert!(stderr(&ambigua).contains("pass --app"), "{}", stderr(&ambigua));
+        let faturamento = db.json_de(&["mortas-recebidas", "mostrar", &texto, "--app", "faturamento"]);
+        assert_eq!((faturamento["app"].as_str(), faturamento["reason"].as_str()), (Some("faturamento"), Some("no customer")));
+
+        // Discarding without --app is refused before asking; nothing goes.
+        db.mensageria(&["mortas-recebidas", "descartar", &texto, "--yes"]).assert().code(1);
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 2);
+        // With it, only that app's row goes.
+        let feito = db.json_de(&["mortas-recebidas", "descartar", &texto, "--app", "estoque", "--yes"]);
+        assert_eq!(faturamento["message_id"], texto);
+        assert_eq!((feito["discarded"].as_str(), feito["app"].as_str(), feito["tipo"].as_str()), (Some(texto.as_str()), Some("estoque"), Some("pedido.criado")));
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas WHERE app = 'faturamento'").await, 1);
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 1);
+        // Now one app keeps it: no --app needed.
+        db.json_de(&["mortas-recebidas", "mostrar", &texto]);
+    }
+}
+
+nos_dois_bancos! {
+    async fn descartar_pede_confirmacao(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let id = plantar_morta_recebida(&db, "estoque", "pedido.criado", "{}", MOTIVO).await;
+        let texto = id.to_string();
+
+        let recusado = db.mensageria(&["mortas-recebidas", "descartar", &texto]).write_stdin("n\n").assert().code(1);
+        assert!(stderr(&recusado).contains("[y/N]"), "{}", stderr(&recusado));
+        assert!(stderr(&recusado).contains(&format!("discard receiver-side dead letter {id} of app `estoque`, tipo `pedido.criado` (reason: {MOTIVO})?")), "{}", stderr(&recusado));
+        assert!(stderr(&recusado).contains("not confirmed: nothing was changed (answer `y` to confirm, or pass --yes)"), "{}", stderr(&recusado));
+        for resposta in ["", "s\n", "sim\n"] {
+            db.mensageria(&["mortas-recebidas", "descartar", &texto]).write_stdin(resposta).assert().code(1);
+        }
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 1);
+
+        let feito = db.mensageria(&["mortas-recebidas", "descartar", &texto]).write_stdin("y\n").assert().success();
+        assert_eq!(
+            stdout(&feito).trim(),
+            format!("discarded receiver-side dead letter {id} of app `estoque`, tipo `pedido.criado`: it is gone for good")
+        );
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 0);
+        let de_novo = db.mensageria(&["mortas-recebidas", "descartar", &texto, "--yes"]).assert().code(1);
+        assert!(stderr(&de_novo).contains("no receiver-side dead letter with message id"), "{}", stderr(&de_novo));
+
+        for opcao in ["--yes", "-y"] {
+            let outra = plantar_morta_recebida(&db, "estoque", "pedido.criado", "{}", MOTIVO).await;
+            let sem_pergunta = db.mensageria(&["mortas-recebidas", "descartar", &outra.to_string(), opcao]).assert().success();
+            assert!(!stderr(&sem_pergunta).contains("[y/N]"), "{}", stderr(&sem_pergunta));
+        }
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 0);
+    }
+}
+
+nos_dois_bancos! {
+    async fn status_conta_as_mortas_recebidas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        plantar_morta(&db, "pedido.criado", "{}").await;
+        // One tipo dead in two receiving apps; another only on the receiving side.
+        plantar_morta_recebida(&db, "estoque", "pedido.criado", "{}", MOTIVO).await;
+        plantar_morta_recebida(&db, "faturamento", "pedido.criado", "{}", MOTIVO).await;
+        plantar_morta_recebida(&db, "estoque", "pedido.pago", "{}", MOTIVO).await;
+
+        let status = db.json_de(&["status"]);
+        let tipos = status["tipos"].as_array().unwrap();
+        let linha = |tipo: &str| tipos.iter().find(|t| t["tipo"] == tipo).unwrap_or_else(|| panic!("{tipo}: {status:#}")).clone();
+        let criado: Value = linha("pedido.criado");
+        assert_eq!((criado["dead"].as_i64(), criado["received_dead"].as_i64()), (Some(1), Some(2)), "{status:#}");
+        let pago = linha("pedido.pago");
+        assert_eq!((pago["dead"].as_i64(), pago["received_dead"].as_i64()), (Some(0), Some(1)), "{status:#}");
+
+        let tabela = stdout(&db.mensageria(&["status"]).assert().success());
+        let cabecalho: Vec<&str> = tabela.lines().next().unwrap().split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        let coluna = cabecalho.iter().position(|c| *c == "RECEIVED DEAD").unwrap_or_else(|| panic!("{tabela}"));
+        assert_eq!(cabecalho[coluna - 1], "DEAD", "{tabela}");
+        let pago = tabela.lines().find(|l| l.starts_with("pedido.pago")).unwrap();
+        let celulas: Vec<&str> = pago.split_whitespace().collect();
+        // tipo, pending, in flight, blocked, held, oldest (-), attempts (-), dead, received dead.
+        assert_eq!(&celulas[..9], ["pedido.pago", "0", "0", "0", "0", "-", "-", "0", "1"], "{tabela}");
+    }
+}
+
+/// `doctor` with `--json`, expecting exit code `codigo`.
+fn diagnosticar(db: &impl Alvo, args: &[&str], codigo: i32) -> Value {
+    let saida = db
+        .mensageria(&[&["doctor", "--json", "--retencao", "30d"], args].concat())
+        .assert()
+        .code(codigo);
+    serde_json::from_str(&stdout(&saida)).unwrap()
+}
+
+nos_dois_bancos! {
+    /// A pure receiver on NATS: no relay, no sender-side dead letters, two events its receptor
+    /// refused. Without a limit doctor notes them; `--max-dead-letters` counts them per
+    /// receiving app and tipo, under their own code.
+    async fn doctor_nota_e_limita_as_mortas_recebidas(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        plantar_morta_recebida(&db, "estoque", "pedido.criado", "{}", MOTIVO).await;
+        plantar_morta_recebida(&db, "estoque", "pedido.criado", "{}", MOTIVO).await;
+
+        let d = diagnosticar(&db, &[], 0);
+        let notas: Vec<&str> = d["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        let nota = notas.iter().find(|n| n.starts_with("2 receiver-side dead letter(s)")).unwrap_or_else(|| panic!("{d:#}"));
+        assert!(nota.contains("app `estoque`, tipo `pedido.criado`: 2"), "{nota}");
+        assert!(nota.contains("`mensageria mortas-recebidas listar`") && nota.contains("--max-dead-letters"), "{nota}");
+
+        let d = diagnosticar(&db, &["--max-dead-letters", "1"], 1);
+        let problemas = d["problems"].as_array().unwrap();
+        assert_eq!(problemas.len(), 1, "{d:#}");
+        assert_eq!(problemas[0]["code"], "received-dead-letters");
+        assert_eq!(problemas[0]["tipo"], "pedido.criado");
+        assert_eq!(problemas[0]["apps"], serde_json::json!(["estoque"]));
+        let mensagem = problemas[0]["message"].as_str().unwrap();
+        assert!(mensagem.starts_with("2 receiver-side dead letter(s) of tipo `pedido.criado` kept by app `estoque`, over the limit of 1"), "{mensagem}");
+        diagnosticar(&db, &["--max-dead-letters", "2"], 0);
+        let humano = db.mensageria(&["doctor", "--max-dead-letters", "0"]).assert().code(1);
+        assert!(stdout(&humano).lines().any(|l| l.starts_with("PROBLEM  2 receiver-side dead letter(s)")), "{}", stdout(&humano));
+    }
+}
+
+/// The help says how a receiver-side dead letter is replayed: by the receiving app, not here.
+#[test]
+fn a_ajuda_diz_quem_reaplica() {
+    let ajuda = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
+        .args(["mortas-recebidas", "--help"])
+        .assert()
+        .success();
+    let texto = stdout(&ajuda);
+    assert!(
+        texto.contains("listar") && texto.contains("mostrar") && texto.contains("descartar"),
+        "{texto}"
+    );
+    assert!(texto.contains("cannot replay"), "{texto}");
+}
