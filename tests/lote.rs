@@ -255,10 +255,11 @@ nos_dois_bancos! {
         let intercalados = |n: usize| [None, Some("panico"), None, Some("recusar")][n % 4];
         let bons_primeiro = |n: usize| match n {
             0..128 => None,
-            _ if n % 2 == 0 => Some("panico"),
+            _ if n.is_multiple_of(2) => Some("panico"),
             _ => Some("recusar"),
         };
-        let layouts: [(&str, &dyn Fn(usize) -> Option<&'static str>); 2] =
+        type Falha<'f> = &'f dyn Fn(usize) -> Option<&'static str>;
+        let layouts: [(&str, Falha<'_>); 2] =
             [("interleaved", &intercalados), ("good first", &bons_primeiro)];
         let mut esperados: Vec<String> = Vec::new();
         for (layout, falha_de) in layouts {

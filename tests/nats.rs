@@ -198,10 +198,10 @@ async fn esperar_efeitos<DB: mensageria_testes::Sql>(
     .await;
 }
 
-async fn receptor_pronto<DB: mensageria_testes::Sql>(pool: &sqlx::Pool<DB>)
+async fn receptor_pronto<DB>(pool: &sqlx::Pool<DB>)
 where
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB: mensageria_core::Banco,
+    DB: mensageria_core::Banco + mensageria_testes::Sql,
 {
     mensageria_core::migrar(pool).await.unwrap();
     sqlx::query(EFEITO).execute(pool).await.unwrap();
