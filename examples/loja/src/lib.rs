@@ -1,20 +1,28 @@
-//! `examples/loja`: two services on one PostgreSQL schema, each a sender and a receiver, each
-//! running its relay and its router in one process.
+//! `examples/loja`: three services, each its own process. `pedido.criado` goes through a NATS
+//! JetStream stream to two receiving apps (fan-out); `estoque.reservado` comes back over HTTP.
 //!
-//! - `pedidos` (`src/bin/pedidos.rs`) owns the schema and runs `migrar`. `POST /pedidos`
-//!   inserts an order and enqueues `pedido.criado` in the same transaction; its receptor of
-//!   `estoque.reservado` records the reservation.
-//! - `estoque` (`src/bin/estoque.rs`) does not own the schema: it waits for it
-//!   (`esperar_schema`). Its receptor of `pedido.criado` (natural key: the order id)
-//!   decrements the stock and replies by enqueueing `estoque.reservado` in the receptor's own
-//!   transaction.
+//! - `pedidos` (`src/bin/pedidos.rs`) owns the PostgreSQL schema (runs `migrar`) and the stream
+//!   (`Fluxo::garantir`). `POST /pedidos` inserts an order and enqueues `pedido.criado` in the
+//!   same transaction; its relay publishes it to the stream (`mensageria_nats::Publicador`); its
+//!   router's receptor of `estoque.reservado` records the reservation.
+//! - `estoque` (`src/bin/estoque.rs`) shares the schema without owning it (`esperar_schema`)
+//!   and waits for the stream. Its receptor of `pedido.criado` (natural key: the order id),
+//!   fed by its durable consumer (`mensageria_nats::Consumidor`), decrements the stock and
+//!   replies by enqueueing `estoque.reservado` in the receptor's own transaction; its relay
+//!   posts the reply to `pedidos` over HTTP.
+//! - `analise` (`src/bin/analise.rs`), a pure receiver on a schema of its own (it owns and
+//!   migrates it: its dedup records are its own), has a durable consumer of its own on the same
+//!   stream, so it gets every `pedido.criado` too, and records one row per order with a count
+//!   of applications.
 //!
 //! Each service is its own binary: registrations travel with the code that is linked, so each
-//! relay claims only its own tipo. This library holds what the services share — the event
-//! types ([`contratos`], declared once with `#[evento]`, which registers nothing), the pool —
-//! and the orchestration of `demo` and of the test: no enviador, no receptor.
+//! relay claims only its own tipo and each consumer feeds only its own receptores. This library
+//! holds what the services share — the event types ([`contratos`], declared once with
+//! `#[evento]`, which registers nothing), the pool, the stream — and the orchestration of
+//! `demo` and of the test: no enviador, no receptor.
 //!
-//! `cargo run -p loja --bin demo` runs both against the local PostgreSQL in a schema of its own.
+//! `cargo run -p loja --bin demo` runs the three against the local PostgreSQL (schemas of their
+//! own) and the NATS server at `NATS_URL` (a stream of their own).
 
 pub mod contratos {
     //! The events the two services exchange, each with its tipo declared once next to it: the
@@ -42,6 +50,7 @@ pub mod contratos {
     }
 }
 
+use std::error::Error;
 use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::{Duration, Instant};
@@ -49,13 +58,18 @@ use std::time::{Duration, Instant};
 use mensageria_core::sqlx::PgPool;
 use mensageria_core::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use mensageria_core::teste::PgIsolado;
+use mensageria_nats::async_nats::{self, jetstream};
+use mensageria_nats::{ConsumidorHandle, ErroNats, Fluxo};
 
-/// The token both services accept and present (one shared secret, for the example).
+/// The token both HTTP ends accept and present (one shared secret, for the example).
 pub const TOKEN: &str = "loja-segredo-0123456789";
 
+/// The stock every item starts with.
+pub const ESTOQUE_INICIAL: i64 = 1_000_000;
+
 /// The services' pool: `DATABASE_URL`, with `search_path` set to `LOJA_SCHEMA` when given.
-/// Three connections: a relay and a router each get one of these.
-pub async fn pool_do_servico() -> Result<PgPool, Box<dyn std::error::Error>> {
+/// Three connections: a relay, a router and a consumer each get one of these.
+pub async fn pool_do_servico() -> Result<PgPool, Box<dyn Error>> {
     let url = mensageria_core::teste::database_url();
     let mut opcoes = PgConnectOptions::from_str(&url)?;
     if let Ok(schema) = std::env::var("LOJA_SCHEMA") {
@@ -65,6 +79,62 @@ pub async fn pool_do_servico() -> Result<PgPool, Box<dyn std::error::Error>> {
         .max_connections(3)
         .connect_with(opcoes)
         .await?)
+}
+
+/// `NATS_URL`, or the local server (`nats://127.0.0.1:4222`).
+pub fn nats_url() -> String {
+    std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// A JetStream context on [`nats_url`], its connection named `app` (as the server lists it).
+pub async fn jetstream(app: &str) -> Result<jetstream::Context, Box<dyn Error>> {
+    let url = nats_url();
+    let cliente = async_nats::ConnectOptions::new()
+        .name(app)
+        .connection_timeout(Duration::from_secs(3))
+        .connect(&url)
+        .await
+        .map_err(|erro| {
+            format!(
+                "NATS at {url} (NATS_URL): {erro}; start a server with JetStream \
+                 (nats-server -a 127.0.0.1 -p 4222 -js -sd <dir>) or point NATS_URL at one"
+            )
+        })?;
+    Ok(jetstream::new(cliente))
+}
+
+/// The stream `pedido.criado` travels on: `LOJA_FLUXO` (default `LOJA`), its subjects
+/// `{LOJA_PREFIXO}.{tipo}` (default prefix `loja`). `pedidos` owns it ([`Fluxo::garantir`]);
+/// the receiving services wait for it ([`esperar_fluxo`]).
+pub fn fluxo() -> Result<Fluxo, ErroNats> {
+    let nome = std::env::var("LOJA_FLUXO").unwrap_or_else(|_| "LOJA".into());
+    let prefixo = std::env::var("LOJA_PREFIXO").unwrap_or_else(|_| "loja".into());
+    Fluxo::new(nome, prefixo)
+}
+
+/// For a service that consumes the stream without owning it: waits (bounded) until `pedidos`
+/// has created it, as `esperar_schema` waits for the tables. So the services start in any order.
+pub async fn esperar_fluxo(
+    js: &jetstream::Context,
+    fluxo: &Fluxo,
+    prazo: Duration,
+) -> Result<(), Box<dyn Error>> {
+    let fim = Instant::now() + prazo;
+    loop {
+        match js.get_stream(fluxo.nome()).await {
+            Ok(_) => return Ok(()),
+            Err(erro) if Instant::now() >= fim => {
+                return Err(format!(
+                    "the JetStream stream {} is still missing after {prazo:?} ({erro}): its \
+                     owner, pedidos, creates it at start (Fluxo::garantir); start pedidos with \
+                     the same LOJA_FLUXO and NATS_URL",
+                    fluxo.nome()
+                )
+                .into());
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
 }
 
 /// What [`rodar`] found at the end.
@@ -78,15 +148,27 @@ pub struct Resultado {
     pub reservados_mais_de_uma_vez: i64,
     /// Units taken from the stock (must equal `pedidos`).
     pub unidades_baixadas: i64,
+    /// Orders `analise` recorded with exactly one application.
+    pub analisados_uma_vez: i64,
+    /// Orders `analise` applied more than once (must be 0).
+    pub analisados_mais_de_uma_vez: i64,
 }
 
 impl Resultado {
-    /// Every order accepted, reserved exactly once, and one unit taken per order.
+    /// Every order accepted, reserved exactly once, one unit taken per order, and analysed
+    /// exactly once.
     pub fn certo(&self, n: i64) -> bool {
         self.pedidos == n
             && self.reservados_uma_vez == n
             && self.reservados_mais_de_uma_vez == 0
             && self.unidades_baixadas == n
+            && self.analisados_uma_vez == n
+            && self.analisados_mais_de_uma_vez == 0
+    }
+
+    fn completo(&self, n: i64) -> bool {
+        self.reservados_uma_vez + self.reservados_mais_de_uma_vez >= n
+            && self.analisados_uma_vez + self.analisados_mais_de_uma_vez >= n
     }
 }
 
@@ -94,7 +176,11 @@ impl Resultado {
 impl std::fmt::Display for Resultado {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let linhas = [
-            ("orders", self.pedidos, "accepted by pedidos (POST /pedidos)"),
+            (
+                "orders",
+                self.pedidos,
+                "accepted by pedidos (POST /pedidos)",
+            ),
             (
                 "reserved once",
                 self.reservados_uma_vez,
@@ -110,6 +196,16 @@ impl std::fmt::Display for Resultado {
                 self.unidades_baixadas,
                 "from estoque's stock (must equal the orders)",
             ),
+            (
+                "analysed once",
+                self.analisados_uma_vez,
+                "orders analise applied exactly once (must be all)",
+            ),
+            (
+                "analysed twice",
+                self.analisados_mais_de_uma_vez,
+                "orders analise applied more than once (must be 0)",
+            ),
         ];
         for (nome, valor, sentido) in linhas {
             writeln!(f, "  {nome:<16}{valor:>8}  {sentido}")?;
@@ -118,52 +214,95 @@ impl std::fmt::Display for Resultado {
     }
 }
 
-/// Starts `estoque` (first: it waits for the owner) and `pedidos` as child processes on a
-/// schema of their own, sends `n` orders, waits until every one is reserved (or `prazo`
-/// passes), stops both with SIGINT (graceful shutdown) and returns the counts.
+/// The three services' executables.
+#[derive(Debug, Clone, Copy)]
+pub struct Executaveis<'a> {
+    /// `pedidos`: owner of the shared schema and of the stream.
+    pub pedidos: &'a str,
+    /// `estoque`: consumes `pedido.criado`, replies over HTTP.
+    pub estoque: &'a str,
+    /// `analise`: consumes `pedido.criado` on a schema of its own.
+    pub analise: &'a str,
+}
+
+/// Starts `estoque`, `analise` (first: they wait for their owner) and `pedidos` as child
+/// processes — `pedidos` and `estoque` on a schema of their own, `analise` on another, the
+/// three on a JetStream stream named after that schema — sends `n` orders, waits until every
+/// one is reserved and analysed (or `prazo` passes), stops the three with SIGINT (graceful
+/// shutdown), deletes the stream and the schemas, and returns the counts.
 pub async fn rodar(
-    exe_pedidos: &str,
-    exe_estoque: &str,
+    exes: Executaveis<'_>,
     n: i64,
     prazo: Duration,
-) -> Result<Resultado, Box<dyn std::error::Error>> {
-    // An empty schema: `pedidos`, its owner, migrates it.
-    let db = PgIsolado::vazio(&mensageria_core::teste::database_url(), 2).await?;
-    let (porta_pedidos, porta_estoque) = (porta_livre()?, porta_livre()?);
+) -> Result<Resultado, Box<dyn Error>> {
+    let js = jetstream("loja-demo").await?; // fails at once, saying so, when NATS is down
+    // Empty schemas: `pedidos` migrates the shared one, `analise` its own.
+    let url = mensageria_core::teste::database_url();
+    let db = PgIsolado::vazio(&url, 2).await?;
+    let db_analise = PgIsolado::vazio(&url, 2).await?;
+    // A stream and subjects of this run's own (parallel runs share the server).
+    let sufixo = db.schema().rsplit('_').next().unwrap_or("0").to_owned();
+    let (nome_fluxo, prefixo) = (format!("LOJA_{sufixo}"), format!("loja_{sufixo}"));
+    let porta_pedidos = porta_livre()?;
     let url_pedidos = format!("http://127.0.0.1:{porta_pedidos}");
-    let url_estoque = format!("http://127.0.0.1:{porta_estoque}");
-    let iniciar = |exe: &str, porta: u16, destino: &str| {
-        tokio::process::Command::new(exe)
-            .env("LOJA_SCHEMA", db.schema())
-            .env("LOJA_PORTA", porta.to_string())
-            .env("LOJA_DESTINO", destino)
+    let comando = |exe: &str, schema: &str| {
+        let mut comando = tokio::process::Command::new(exe);
+        comando
+            .env("LOJA_SCHEMA", schema)
+            .env("LOJA_FLUXO", &nome_fluxo)
+            .env("LOJA_PREFIXO", &prefixo)
+            .env("NATS_URL", nats_url())
+            // Each service its own app name: one durable consumer per receiving app.
+            .env_remove("MENSAGERIA_APP")
+            .env_remove("MENSAGERIA_INSTANCE")
             .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
+            .kill_on_drop(true);
+        comando
     };
-    let estoque = iniciar(exe_estoque, porta_estoque, &url_pedidos)?;
-    let pedidos = iniciar(exe_pedidos, porta_pedidos, &url_estoque)?;
+    let estoque = comando(exes.estoque, db.schema())
+        .env("LOJA_DESTINO", &url_pedidos)
+        .spawn()?;
+    let analise = comando(exes.analise, db_analise.schema()).spawn()?;
+    let pedidos = comando(exes.pedidos, db.schema())
+        .env("LOJA_PORTA", porta_pedidos.to_string())
+        .spawn()?;
+    let mut filhos = [
+        ("estoque", estoque),
+        ("analise", analise),
+        ("pedidos", pedidos),
+    ];
 
-    let resultado = enviar_e_conferir(&db, &url_pedidos, n, prazo).await;
-    for mut filho in [pedidos, estoque] {
-        parar(&mut filho).await;
+    let resultado = enviar_e_conferir(&db, &db_analise, &mut filhos, &url_pedidos, n, prazo).await;
+    let mut parados = Vec::new();
+    for (nome, filho) in filhos.iter_mut().rev() {
+        parados.push(parar(nome, filho).await); // pedidos first: nothing more is published
     }
-    let fechado = db.fechar().await; // the schema goes, whatever happened
+    // The stream, then the schemas go, whatever happened.
+    let apagado = apagar_fluxo(&js, &nome_fluxo).await;
+    let fechados = [db.fechar().await, db_analise.fechar().await];
     let resultado = resultado?;
-    fechado?;
+    for parado in parados {
+        parado?;
+    }
+    apagado?;
+    for fechado in fechados {
+        fechado?;
+    }
     Ok(resultado)
 }
 
 async fn enviar_e_conferir(
     db: &PgIsolado,
+    db_analise: &PgIsolado,
+    filhos: &mut [(&str, tokio::process::Child)],
     url_pedidos: &str,
     n: i64,
     prazo: Duration,
-) -> Result<Resultado, Box<dyn std::error::Error>> {
+) -> Result<Resultado, Box<dyn Error>> {
     let cliente = reqwest::Client::new();
     let fim = Instant::now() + prazo;
     for id in 1..=n {
-        // Retried until `pedidos` listens (it migrates first).
+        // Retried until `pedidos` listens (it migrates and creates the stream first).
         loop {
             let corpo = format!(r#"{{"id":{id},"item":"caneta"}}"#);
             let envio = cliente
@@ -174,24 +313,47 @@ async fn enviar_e_conferir(
                 .await;
             match envio {
                 Ok(resposta) if resposta.status().is_success() => break,
-                _ if Instant::now() < fim => tokio::time::sleep(Duration::from_millis(100)).await,
+                _ if Instant::now() < fim => {
+                    vivos(filhos)?;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
                 Ok(resposta) => return Err(format!("order {id}: {}", resposta.status()).into()),
                 Err(erro) => return Err(format!("order {id}: {erro}").into()),
             }
         }
     }
     loop {
-        let resultado = contar(db.pool()).await?;
-        if resultado.reservados_uma_vez + resultado.reservados_mais_de_uma_vez >= n
-            || Instant::now() >= fim
-        {
-            return Ok(resultado);
+        match contar(db.pool(), db_analise.pool()).await {
+            Ok(resultado) if resultado.completo(n) || Instant::now() >= fim => {
+                return Ok(resultado);
+            }
+            // Each service creates its table at start: one may not have yet.
+            Err(erro) if !tabela_ausente(&erro) || Instant::now() >= fim => {
+                return Err(erro.into());
+            }
+            Ok(_) | Err(_) => {}
         }
+        vivos(filhos)?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-async fn contar(pool: &PgPool) -> Result<Resultado, mensageria_core::sqlx::Error> {
+/// A service that exited before its SIGINT fails the run at once (its error is on stderr).
+fn vivos(filhos: &mut [(&str, tokio::process::Child)]) -> Result<(), Box<dyn Error>> {
+    for (nome, filho) in filhos {
+        if let Some(status) = filho.try_wait()? {
+            return Err(
+                format!("{nome} exited early ({status}); its error is printed above").into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn contar(
+    pool: &PgPool,
+    pool_analise: &PgPool,
+) -> Result<Resultado, mensageria_core::sqlx::Error> {
     let (pedidos, uma, mais, baixadas): (i64, i64, i64, i64) = mensageria_core::sqlx::query_as(
         "SELECT (SELECT count(*) FROM pedidos), \
                 (SELECT count(*) FROM (SELECT pedido FROM reservas GROUP BY pedido \
@@ -203,12 +365,40 @@ async fn contar(pool: &PgPool) -> Result<Resultado, mensageria_core::sqlx::Error
     .bind(ESTOQUE_INICIAL)
     .fetch_one(pool)
     .await?;
+    let (analisados_uma_vez, analisados_mais_de_uma_vez): (i64, i64) =
+        mensageria_core::sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE aplicacoes = 1), \
+                    count(*) FILTER (WHERE aplicacoes > 1) FROM analises",
+        )
+        .fetch_one(pool_analise)
+        .await?;
     Ok(Resultado {
         pedidos,
         reservados_uma_vez: uma,
         reservados_mais_de_uma_vez: mais,
         unidades_baixadas: baixadas,
+        analisados_uma_vez,
+        analisados_mais_de_uma_vez,
     })
+}
+
+/// PostgreSQL's `undefined_table`: a service has not created its table yet.
+fn tabela_ausente(erro: &mensageria_core::sqlx::Error) -> bool {
+    erro.as_database_error()
+        .and_then(|erro| erro.code())
+        .is_some_and(|codigo| codigo == "42P01")
+}
+
+/// Deletes the run's stream (and with it the services' durable consumers).
+async fn apagar_fluxo(js: &jetstream::Context, nome: &str) -> Result<(), Box<dyn Error>> {
+    let resposta = js
+        .delete_stream(nome)
+        .await
+        .map_err(|erro| format!("deleting the JetStream stream {nome}: {erro}"))?;
+    if !resposta.success {
+        return Err(format!("the server did not delete the JetStream stream {nome}").into());
+    }
+    Ok(())
 }
 
 /// A free port on 127.0.0.1 (bound, read, released).
@@ -218,31 +408,34 @@ fn porta_livre() -> std::io::Result<u16> {
         .port())
 }
 
-/// SIGINT (the services' graceful shutdown), then SIGKILL after 15 s.
-async fn parar(filho: &mut tokio::process::Child) {
+/// SIGINT (the services' graceful shutdown), then SIGKILL after 15 s. A service that had to
+/// be killed, or that exited with an error, fails the run: shutting down is part of the check.
+async fn parar(nome: &str, filho: &mut tokio::process::Child) -> Result<(), String> {
     if let Some(pid) = filho.id() {
         let _ = tokio::process::Command::new("kill")
             .args(["-INT", &pid.to_string()])
             .status()
             .await;
     }
-    if tokio::time::timeout(Duration::from_secs(15), filho.wait())
-        .await
-        .is_err()
-    {
-        let _ = filho.kill().await;
+    match tokio::time::timeout(Duration::from_secs(15), filho.wait()).await {
+        Ok(Ok(status)) if status.success() => Ok(()),
+        Ok(Ok(status)) => Err(format!("{nome} did not stop cleanly on SIGINT ({status})")),
+        Ok(Err(erro)) => Err(format!("waiting for {nome}: {erro}")),
+        Err(_) => {
+            let _ = filho.kill().await;
+            Err(format!(
+                "{nome} was still running 15 s after SIGINT: killed"
+            ))
+        }
     }
 }
 
-/// The stock every item starts with.
-pub const ESTOQUE_INICIAL: i64 = 1_000_000;
-
-/// A service's process, after its pool is open: serves `app` on `LOJA_PORTA` with the relay
+/// `pedidos`' process, after its pool is open: serves `app` on `LOJA_PORTA` with the relay
 /// already spawned, and on SIGINT stops accepting HTTP first, then shuts the relay down.
 pub async fn servir_ate_sigint(
     app: mensageria_axum::axum::Router,
     relay: mensageria_core::relay::RelayHandle,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), Box<dyn Error>> {
     let porta = std::env::var("LOJA_PORTA").unwrap_or_else(|_| "8080".into());
     let ouvinte = tokio::net::TcpListener::bind(format!("127.0.0.1:{porta}")).await?;
     mensageria_axum::servir(ouvinte, app)
@@ -254,8 +447,25 @@ pub async fn servir_ate_sigint(
     Ok(())
 }
 
-/// `LOJA_DESTINO`: the other service's base URL.
-pub fn destino() -> Result<mensageria_core::Destino, Box<dyn std::error::Error>> {
-    let url = std::env::var("LOJA_DESTINO").unwrap_or_else(|_| "http://127.0.0.1:8081".into());
+/// A consuming service's process, once its consumer (and relay, if it sends) run: on SIGINT
+/// the consumer stops fetching and settles the batch it is applying, its last acks are flushed
+/// to the server, then the relay shuts down (it may still hold replies that batch enqueued).
+pub async fn consumir_ate_sigint(
+    consumidor: ConsumidorHandle,
+    js: &jetstream::Context,
+    relay: Option<mensageria_core::relay::RelayHandle>,
+) -> Result<(), Box<dyn Error>> {
+    tokio::signal::ctrl_c().await?;
+    consumidor.shutdown(Duration::from_secs(10)).await; // 1. nothing more applied
+    js.client().flush().await?; // 2. its acks reach the server
+    if let Some(relay) = relay {
+        relay.shutdown(Duration::from_secs(10)).await; // 3. then the relay
+    }
+    Ok(())
+}
+
+/// `LOJA_DESTINO`: the base URL `estoque` posts its replies to (`pedidos`).
+pub fn destino() -> Result<mensageria_core::Destino, Box<dyn Error>> {
+    let url = std::env::var("LOJA_DESTINO").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
     Ok(mensageria_core::Destino::new(&url)?.com_token(TOKEN))
 }

@@ -1,6 +1,8 @@
-//! `cargo run -p loja --bin demo [N]`: builds and starts `estoque` and `pedidos` against the
-//! PostgreSQL at `DATABASE_URL` (default: the local server), in a schema of their own, sends N
-//! orders (200 by default) and checks that each got exactly one reservation.
+//! `cargo run -p loja --bin demo [N]`: builds and starts `estoque`, `analise` and `pedidos`
+//! against the PostgreSQL at `DATABASE_URL` (default: the local server) in schemas of their
+//! own and the NATS server at `NATS_URL` (default: the local one) on a stream of their own,
+//! sends N orders (200 by default) and checks that each got exactly one reservation and exactly
+//! one analysis.
 
 use std::time::Duration;
 
@@ -11,33 +13,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|n| n.parse())
         .transpose()?
         .unwrap_or(200);
-    // `cargo run --bin demo` builds only this binary: build the two services too.
+    // `cargo run --bin demo` builds only this binary: build the three services too.
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let construido = std::process::Command::new(cargo)
         .args([
-            "build", "--quiet", "-p", "loja", "--bin", "pedidos", "--bin", "estoque",
+            "build", "--quiet", "-p", "loja", "--bin", "pedidos", "--bin", "estoque", "--bin",
+            "analise",
         ])
         .status()?;
     if !construido.success() {
-        return Err("building pedidos and estoque failed".into());
+        return Err("building pedidos, estoque and analise failed".into());
     }
     let dir = std::env::current_exe()?
         .parent()
         .ok_or("no directory")?
         .to_owned();
     let exe = |nome: &str| dir.join(nome).to_string_lossy().into_owned();
-    println!("loja: estoque and pedidos on one schema, {n} orders");
+    let (pedidos, estoque, analise) = (exe("pedidos"), exe("estoque"), exe("analise"));
+    println!(
+        "loja: pedidos -> JetStream ({}) -> estoque and analise, estoque -> HTTP -> pedidos; {n} orders",
+        loja::nats_url()
+    );
     let resultado = loja::rodar(
-        &exe("pedidos"),
-        &exe("estoque"),
+        loja::Executaveis {
+            pedidos: &pedidos,
+            estoque: &estoque,
+            analise: &analise,
+        },
         n,
         Duration::from_secs(120),
     )
     .await?;
     print!("{resultado}");
     if !resultado.certo(n) {
-        return Err("some order was not reserved exactly once".into());
+        return Err("some order was not reserved exactly once and analysed exactly once".into());
     }
-    println!("loja: every order reserved exactly once");
+    println!("loja: every order reserved exactly once and analysed exactly once");
     Ok(())
 }

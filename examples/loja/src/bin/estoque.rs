@@ -1,6 +1,7 @@
-//! `estoque`: not the schema's owner (waits for it). The receptor of `pedido.criado` takes one
-//! unit off the stock and replies with `estoque.reservado`, enqueued in its own transaction:
-//! effect, dedup record and reply commit together, or not at all.
+//! `estoque`: not the owner of the schema nor of the stream (waits for both). Its durable
+//! consumer feeds the receptor of `pedido.criado`, which takes one unit off the stock and replies
+//! with `estoque.reservado`, enqueued in its own transaction: effect, dedup record and reply
+//! commit together, or not at all. Its relay posts the reply to `pedidos` over HTTP.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{self, Postgres, Transaction};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
+use mensageria_nats::{ConfigConsumidor, Consumidor};
 
 // The reply's tipo comes from the type (`#[evento]` in `loja::contratos`).
 #[enviador]
@@ -16,6 +18,7 @@ async fn enviar_reserva(evento: EstoqueReservado, ctx: &ContextoEnvio) -> Result
     ctx.exigir::<Destino>()?.postar(&evento, ctx).await
 }
 
+// The same receptor whether HTTP or JetStream feeds it.
 #[receptor(chave_natural = evento.id)]
 async fn reservar(
     tx: &mut Transaction<'_, Postgres>,
@@ -46,10 +49,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .execute(&pool_do_relay)
         .await?;
 
-    let relay = Relay::new(pool_do_relay, Config::do_ambiente("estoque"))
+    let config = Config::do_ambiente("estoque");
+    let js = loja::jetstream(config.app()).await?;
+    let fluxo = loja::fluxo()?;
+    loja::esperar_fluxo(&js, &fluxo, Duration::from_secs(60)).await?;
+    // The app's name names its durable consumer: `analise`, another app, has its own.
+    let consumidor = Consumidor::new(
+        loja::pool_do_servico().await?,
+        js.clone(),
+        fluxo,
+        ConfigConsumidor::new(config.app()),
+    )
+    .spawn()
+    .await?;
+    let relay = Relay::new(pool_do_relay, config)
         .recurso(loja::destino()?)
         .spawn()?;
-    let pool_http = loja::pool_do_servico().await?;
-    let app = mensageria_axum::router(pool_http, mensageria_axum::Config::new([loja::TOKEN]))?;
-    loja::servir_ate_sigint(app, relay).await
+    loja::consumir_ate_sigint(consumidor, &js, Some(relay)).await
 }

@@ -1,17 +1,21 @@
-//! `pedidos`: the schema's owner. `POST /pedidos` inserts an order and enqueues `pedido.criado`
-//! in one transaction; the receptor of `estoque.reservado` records each reservation once.
+//! `pedidos`: the owner of the schema and of the stream. `POST /pedidos` inserts an order and
+//! enqueues `pedido.criado` in one transaction; its relay publishes it to the JetStream stream,
+//! where every receiving app (`estoque`, `analise`) has a durable consumer of its own. The
+//! receptor of `estoque.reservado` (over HTTP) records each reservation once.
 
 use loja::contratos::{EstoqueReservado, PedidoCriado};
 use mensageria_axum::axum::{self, Json, http::StatusCode, routing::post};
 use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{self, PgPool, Postgres, Transaction};
-use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
+use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar, enviador};
+use mensageria_nats::Publicador;
 
-// The tipo comes from the type (`#[evento]` in `loja::contratos`): only this app sends it.
+// The tipo comes from the type (`#[evento]` in `loja::contratos`): only this app sends it. It
+// goes to the stream, not to a receiver: the stream fans it out to every receiving app.
 #[enviador]
 async fn enviar_pedido(evento: PedidoCriado, ctx: &ContextoEnvio) -> Result<(), FalhaEnvio> {
-    ctx.exigir::<Destino>()?.postar(&evento, ctx).await
+    ctx.exigir::<Publicador>()?.publicar(&evento, ctx).await
 }
 
 #[receptor(chave_natural = evento.pedido)]
@@ -56,8 +60,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .execute(&pool_do_relay)
     .await?;
 
-    let relay = Relay::new(pool_do_relay, Config::do_ambiente("pedidos"))
-        .recurso(loja::destino()?)
+    // The stream's owner creates it (an existing one is kept as it is), and checks that a
+    // message published again after a lost PubAck falls inside its duplicate window.
+    let config = Config::do_ambiente("pedidos");
+    let js = loja::jetstream(config.app()).await?;
+    let fluxo = loja::fluxo()?.garantir(&js).await?;
+    fluxo.exigir_janela(&config)?;
+    let relay = Relay::new(pool_do_relay, config)
+        .recurso(Publicador::new(js, &fluxo))
         .spawn()?;
     let pool_http = loja::pool_do_servico().await?;
     let app = mensageria_axum::router(
