@@ -125,8 +125,15 @@ const LIMITE_PAYLOAD: usize = 1024 * 1024;
 /// # }
 /// ```
 #[doc(alias("consume", "handle"))]
-pub async fn aplicar<R: Receptor>(pool: &Pool<R::Banco>, entradas: &[Entrada<'_>]) -> Vec<Veredito> {
-    let span = tracing::info_span!("mensageria.receptor.lote", tipo = R::TIPO, eventos = entradas.len());
+pub async fn aplicar<R: Receptor>(
+    pool: &Pool<R::Banco>,
+    entradas: &[Entrada<'_>],
+) -> Vec<Veredito> {
+    let span = tracing::info_span!(
+        "mensageria.receptor.lote",
+        tipo = R::TIPO,
+        eventos = entradas.len()
+    );
     aplicar_lote::<R>(pool, LIMITE_PAYLOAD, entradas)
         .instrument(span)
         .await

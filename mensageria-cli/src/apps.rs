@@ -132,7 +132,7 @@ pub(crate) struct App {
     #[serde(rename = "instances")]
     pub(crate) instancias: Vec<InstanciaDoApp>,
     /// Instances `apps listar` left out of `instances`: they ended (stopped, taken over, or
-    /// dead and replaced) over [`OCULTAR_APOS`] ago (`--all` shows them).
+    /// dead and replaced) over a day ago (`OCULTAR_APOS_MS`) (`--all` shows them).
     #[serde(rename = "hidden_instances")]
     pub(crate) ocultas: usize,
 }

@@ -39,7 +39,11 @@ where
     (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     sqlx::query(TABELA).execute(&relay).await.unwrap();
-    let app = mensageria_axum::router(receptores, mensageria_axum::Config::new(["t0k-de-teste-1234"])).unwrap();
+    let app = mensageria_axum::router(
+        receptores,
+        mensageria_axum::Config::new(["t0k-de-teste-1234"]),
+    )
+    .unwrap();
     let servidor = ServidorDeTeste::iniciar(app).await.unwrap(); // 127.0.0.1:0, counts requests
     let pool = relay;
 

@@ -239,7 +239,13 @@ async fn migrar_num_schema_inexistente_diz_como_cria_lo() {
     let saida = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
         .env_remove("DATABASE_URL")
         .env_remove("MENSAGERIA_SCHEMA")
-        .args(["--database-url", &database_url(), "--schema", &ausente, "migrar"])
+        .args([
+            "--database-url",
+            &database_url(),
+            "--schema",
+            &ausente,
+            "migrar",
+        ])
         .assert()
         .code(1);
     let erro = stderr(&saida);
@@ -255,7 +261,11 @@ async fn migrar_num_schema_inexistente_diz_como_cria_lo() {
 async fn sem_schema_no_search_path_sugere_schema() {
     let db = mensageria_testes::PgIsolado::novo().await;
     // An empty schema as the connection's search_path, without --schema.
-    let url = format!("{}?options=-c%20search_path%3D{}", database_url(), db.schema);
+    let url = format!(
+        "{}?options=-c%20search_path%3D{}",
+        database_url(),
+        db.schema
+    );
     let saida = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
         .env_remove("DATABASE_URL")
         .env_remove("MENSAGERIA_SCHEMA")
@@ -264,7 +274,10 @@ async fn sem_schema_no_search_path_sugere_schema() {
         .code(1);
     let erro = stderr(&saida);
     assert_eq!(erro.lines().count(), 1, "{erro}");
-    assert!(erro.starts_with("mensageria: the mensageria schema is missing"), "{erro}");
+    assert!(
+        erro.starts_with("mensageria: the mensageria schema is missing"),
+        "{erro}"
+    );
     assert!(erro.contains("--schema"), "{erro}");
     db.descartar().await;
 }
