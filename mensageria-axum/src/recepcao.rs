@@ -159,6 +159,67 @@ pub fn aplicar_dinamico<'a, R: Receptor>(
     Some(Box::pin(aplicar::<R>(pool, entradas)))
 }
 
+/// What [`reaplicar_mortas_recebidas`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reaplicacao {
+    /// Applied now (or found applied: a duplicate) and removed from the dead letters.
+    pub aplicadas: usize,
+    /// Refused again for good, or failed temporarily: still in the dead letters.
+    pub mantidas: usize,
+    /// Of a tipo this binary has no receptor for on this backend: left untouched.
+    pub sem_receptor: usize,
+}
+
+/// Replays the receiving side's dead letters of `app` (those a broker consumer kept, see
+/// `mensageria-nats`) through the receptores of this binary, after the cause was fixed: each
+/// goes through the one receiving path like a fresh delivery, and leaves the dead letters only
+/// once applied (or found applied). A crash in between replays it again as a duplicate. Call it
+/// from the receiving app (an admin endpoint, a start-up flag): the CLI lists and discards
+/// them, but only the app has the receptores.
+///
+/// ```no_run
+/// # async fn f(pool: mensageria_core::sqlx::PgPool) -> Result<(), mensageria_core::Erro> {
+/// let feito = mensageria_axum::recepcao::reaplicar_mortas_recebidas(&pool, "estoque", 100).await?;
+/// println!("{} applied, {} still refused", feito.aplicadas, feito.mantidas);
+/// # Ok(()) }
+/// ```
+#[doc(alias("replay", "dead letter"))]
+pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    limite: i64,
+) -> Result<Reaplicacao, mensageria_core::Erro> {
+    let mut feito = Reaplicacao::default();
+    for morta in operacoes::mortas_recebidas(pool, Some(app), limite).await? {
+        let receptor = crate::registrados()
+            .filter(|registrado| registrado.tipo == morta.tipo)
+            .find(|registrado| (registrado.aplicar)(pool as &dyn Any, &[]).is_some());
+        let payload = serde_json::from_str::<&RawValue>(&morta.payload);
+        let (Some(receptor), Ok(payload)) = (receptor, payload) else {
+            feito.sem_receptor += usize::from(receptor.is_none());
+            feito.mantidas += usize::from(receptor.is_some());
+            continue;
+        };
+        let entradas = [Entrada {
+            id: morta.id_mensagem,
+            correlacao: morta.correlacao.clone(),
+            payload,
+        }];
+        let Some(aplicacao) = (receptor.aplicar)(pool as &dyn Any, &entradas) else {
+            continue;
+        };
+        match aplicacao.await.pop() {
+            Some(Veredito::Confirmar { .. }) => {
+                operacoes::descartar_morta_recebida(pool, app, morta.id_mensagem).await?;
+                feito.aplicadas += 1;
+            }
+            _ => feito.mantidas += 1,
+        }
+    }
+    Ok(feito)
+}
+
 /// One event of the batch that decoded and has a key: waiting for its round.
 struct Pronto<R: Receptor> {
     /// Its position in the batch.

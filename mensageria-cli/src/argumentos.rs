@@ -77,9 +77,9 @@ pub(crate) enum Comando {
     /// redelivering it and keeps it in `mensageria_mortas_recebidas`, in the receiving app's
     /// database, as received. Unlike `mortas` (the sender's), the CLI cannot replay them: the
     /// event is not in any saída, and applying it again means running it through the receiving
-    /// app's own receptor, which only that app can do (a replay in mensageria-nats is planned;
-    /// until then, fix the cause and re-apply the payload that `mostrar --raw` prints by hand, or
-    /// have the sending app enqueue the event again). `descartar` forgets one once dealt with.
+    /// app's own receptor, which only that app can do: once the cause is fixed, the app calls
+    /// `mensageria_axum::recepcao::reaplicar_mortas_recebidas`. `descartar` forgets one dealt
+    /// with otherwise.
     #[command(name = "mortas-recebidas")]
     MortasRecebidas {
         /// What to do with them.
