@@ -95,6 +95,15 @@ async fn receber_sqlite(tx: &mut Transaction<'_, Sqlite>, evento: Pedido) -> Res
     Ok(())
 }
 
+/// The shared server's JetStream.
+async fn conectar() -> jetstream::Context {
+    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let cliente = mensageria_nats::async_nats::connect(&url)
+        .await
+        .unwrap_or_else(|erro| panic!("nats-server at {url} (scripts/test starts it): {erro}"));
+    jetstream::new(cliente)
+}
+
 /// A stream of this test's own on the shared server, deleted by [`Bancada::fechar`].
 struct Bancada {
     js: jetstream::Context,
@@ -103,15 +112,14 @@ struct Bancada {
 
 impl Bancada {
     async fn nova(janela: Duration) -> Self {
-        let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-        let cliente = mensageria_nats::async_nats::connect(&url)
-            .await
-            .unwrap_or_else(|erro| panic!("nats-server at {url} (scripts/test starts it): {erro}"));
-        let js = jetstream::new(cliente);
+        Self::nova_com(|fluxo| fluxo.com_janela_de_duplicatas(janela)).await
+    }
+
+    /// A stream of a unique name and prefix, set up by `configurar` before it is created.
+    async fn nova_com(configurar: impl FnOnce(Fluxo) -> Fluxo) -> Self {
+        let js = conectar().await;
         let sufixo = uuid::Uuid::now_v7().simple().to_string();
-        let fluxo = Fluxo::new(format!("T{sufixo}"), format!("t{sufixo}"))
-            .unwrap()
-            .com_janela_de_duplicatas(janela)
+        let fluxo = configurar(Fluxo::new(format!("T{sufixo}"), format!("t{sufixo}")).unwrap())
             .garantir(&js)
             .await
             .unwrap();
@@ -508,16 +516,7 @@ async fn ordem_por_chave_de_ponta_a_ponta() {
     // nak'd step must keep its place). Every key's steps applied once, in order.
     const CHAVES: i64 = 200;
     const PASSOS: i64 = 20;
-    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-    let js = jetstream::new(mensageria_nats::async_nats::connect(&url).await.unwrap());
-    let sufixo = uuid::Uuid::now_v7().simple().to_string();
-    let fluxo = Fluxo::new(format!("T{sufixo}"), format!("t{sufixo}"))
-        .unwrap()
-        .com_faixas_ordenadas(8)
-        .garantir(&js)
-        .await
-        .unwrap();
-    let bancada = Bancada { js, fluxo };
+    let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(8)).await;
     let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
     mensageria_core::migrar(&emissor.pool).await.unwrap();
     mensageria_core::migrar(&receptor.pool).await.unwrap();
@@ -606,8 +605,7 @@ async fn ordem_por_chave_de_ponta_a_ponta() {
 async fn as_faixas_ordenadas_sao_as_do_fluxo() {
     // A receiving app configured with other lanes than the stream's creator takes the stream's:
     // a lane nobody consumes would never deliver.
-    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-    let js = jetstream::new(mensageria_nats::async_nats::connect(&url).await.unwrap());
+    let js = conectar().await;
     let sufixo = uuid::Uuid::now_v7().simple().to_string();
     let (nome, prefixo) = (format!("T{sufixo}"), format!("t{sufixo}"));
     let dono = Fluxo::new(&nome, &prefixo)
