@@ -5,6 +5,7 @@
 //! (`scripts/test` starts the local server when it is down).
 
 pub mod faltas;
+pub mod nats;
 
 use sqlx::{PgPool, SqlitePool};
 

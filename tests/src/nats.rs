@@ -1,0 +1,372 @@
+//! The JetStream suites' harness: a stream of a test's own, a private nats-server (a child
+//! process with a port and a store of its own, for the scenarios that kill and restart it), and
+//! the ledger check of a scenario whose sending app and receiving apps live in schemas of their
+//! own.
+//!
+//! The ledger: the sending app writes a `razao` row in the same transaction as each enqueue
+//! ([`produzir`]); every receiving app counts its applications of each event in `efeito`
+//! ([`APLICAR`]). After the scenario drains, [`contar`] compares them: committed and never
+//! applied (lost), applied and never committed (unexpected), applied more than once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mensageria_nats::Fluxo;
+use mensageria_nats::async_nats::{self, jetstream};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The sending app's ledger: one row per committed event, written with its enqueue.
+pub const RAZAO: &str =
+    "CREATE TABLE razao (n BIGINT PRIMARY KEY, id_mensagem UUID NOT NULL, veneno BOOLEAN NOT NULL)";
+
+/// A receiving app's effect: one row per event, counting its applications.
+pub const EFEITO: &str = "CREATE TABLE efeito (n BIGINT PRIMARY KEY, aplicacoes BIGINT NOT NULL)";
+
+/// The effect of event `$1`: a first application inserts, every later one counts.
+pub const APLICAR: &str = "INSERT INTO efeito (n, aplicacoes) VALUES ($1, 1) \
+     ON CONFLICT (n) DO UPDATE SET aplicacoes = efeito.aplicacoes + 1";
+
+/// `NATS_URL`, else the local server (`scripts/test` starts it when it is down).
+pub fn url_compartilhada() -> String {
+    std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// A JetStream context on the server at `url` (the client reconnects by itself, forever).
+pub async fn conectar(url: &str) -> jetstream::Context {
+    conectar_vigiado(url).await.0
+}
+
+/// [`conectar`], and the instant its client last (re)connected to the server.
+pub async fn conectar_vigiado(url: &str) -> (jetstream::Context, Arc<Mutex<Option<Instant>>>) {
+    let conectou = Arc::new(Mutex::new(None));
+    let registro = Arc::clone(&conectou);
+    let cliente = async_nats::ConnectOptions::new()
+        .name("mensageria-testes")
+        .event_callback(move |evento| {
+            let registro = Arc::clone(&registro);
+            async move {
+                if matches!(evento, async_nats::Event::Connected) {
+                    *registro.lock().expect("the connection instant") = Some(Instant::now());
+                }
+            }
+        })
+        .connect(url)
+        .await
+        .unwrap_or_else(|erro| panic!("nats-server at {url} (scripts/test starts it): {erro}"));
+    (jetstream::new(cliente), conectou)
+}
+
+/// A stream of the test's own (unique name and subject prefix) with this duplicate window.
+pub async fn fluxo_proprio(js: &jetstream::Context, janela: Duration) -> Fluxo {
+    let sufixo = Uuid::now_v7().simple().to_string();
+    Fluxo::new(format!("F{sufixo}"), format!("f{sufixo}"))
+        .expect("a valid stream name")
+        .com_janela_de_duplicatas(janela)
+        .garantir(js)
+        .await
+        .expect("create the test's stream")
+}
+
+/// How many messages the stream stores.
+pub async fn mensagens_no_fluxo(js: &jetstream::Context, fluxo: &Fluxo) -> u64 {
+    let fluxo = js.get_stream(fluxo.nome()).await.expect("read the stream");
+    fluxo.get_info().await.expect("stream info").state.messages
+}
+
+/// Messages of the stream not yet settled by its consumers, summed over them: `(pending, awaiting
+/// an ack)`. A message delivered to a consumer that never settled it waits out the ack wait.
+pub async fn pendentes_no_fluxo(js: &jetstream::Context, fluxo: &Fluxo) -> (u64, u64) {
+    use futures_util::TryStreamExt as _;
+    let fluxo = js.get_stream(fluxo.nome()).await.expect("read the stream");
+    let consumidores: Vec<_> = fluxo
+        .consumers()
+        .try_collect()
+        .await
+        .expect("list the consumers");
+    consumidores
+        .iter()
+        .fold((0, 0), |(pendentes, sem_ack), info| {
+            (
+                pendentes + info.num_pending,
+                sem_ack + info.num_ack_pending as u64,
+            )
+        })
+}
+
+/// A nats-server of one test's own: a child process with JetStream on, on a free port of
+/// 127.0.0.1 and a store in a temporary directory, so the test can SIGKILL it and start it again
+/// on the same port and store without disturbing the shared server. Killed on drop.
+pub struct ServidorNats {
+    filho: Option<Child>,
+    porta: u16,
+    armazenamento: tempfile::TempDir,
+}
+
+impl ServidorNats {
+    /// Starts it and returns once it accepts connections.
+    pub async fn iniciar() -> Self {
+        for _ in 0..5 {
+            let porta = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|ouvinte| ouvinte.local_addr())
+                .expect("a free port")
+                .port();
+            let mut servidor = Self {
+                filho: None,
+                porta,
+                armazenamento: tempfile::tempdir().expect("a store directory"),
+            };
+            // None: someone took the port between our probe and the server's bind.
+            if servidor.tentar_subir().await.is_some() {
+                return servidor;
+            }
+        }
+        panic!("nats-server (on PATH; scripts/test needs it too) did not start on a free port");
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.porta)
+    }
+
+    /// SIGKILLs it (no shutdown of any kind) and waits for the process to end.
+    pub fn matar(&mut self) {
+        if let Some(mut filho) = self.filho.take() {
+            let _ = filho.kill();
+            let _ = filho.wait();
+        }
+    }
+
+    /// Starts it again on the same port and store; returns the instant it accepted a
+    /// connection.
+    pub async fn subir(&mut self) -> Instant {
+        self.tentar_subir()
+            .await
+            .unwrap_or_else(|| panic!("nats-server did not start again on port {}", self.porta))
+    }
+
+    async fn tentar_subir(&mut self) -> Option<Instant> {
+        let mut filho = Command::new("nats-server")
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.porta.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.armazenamento.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run nats-server (it must be on PATH)");
+        let limite = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < limite {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.porta))
+                .await
+                .is_ok()
+            {
+                let aceitou = Instant::now();
+                self.filho = Some(filho);
+                return Some(aceitou);
+            }
+            if filho.try_wait().ok().flatten().is_some() {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = filho.kill();
+        let _ = filho.wait();
+        None
+    }
+}
+
+impl Drop for ServidorNats {
+    fn drop(&mut self) {
+        self.matar();
+    }
+}
+
+/// The sender's transaction: the ledger row of event `n` and its enqueue, committed together.
+/// Returns the message id.
+pub async fn produzir<T: mensageria_core::Enviador<Por>, Por>(
+    pool: &PgPool,
+    n: i64,
+    veneno: bool,
+    evento: &T,
+) -> Result<Uuid, mensageria_core::Erro> {
+    let mut tx = pool.begin().await?;
+    let id = mensageria_core::enfileirar(&mut *tx, evento).await?;
+    sqlx::query("INSERT INTO razao (n, id_mensagem, veneno) VALUES ($1, $2, $3)")
+        .bind(n)
+        .bind(id)
+        .bind(veneno)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// The sending app's ledger as committed: event → (message id, poison?).
+#[derive(Debug, Clone, Default)]
+pub struct Razao(pub BTreeMap<i64, (Uuid, bool)>);
+
+impl Razao {
+    /// Reads the ledger of the sending app's schema.
+    pub async fn ler(pool: &PgPool) -> Self {
+        let linhas: Vec<(i64, Uuid, bool)> =
+            sqlx::query_as("SELECT n, id_mensagem, veneno FROM razao")
+                .fetch_all(pool)
+                .await
+                .expect("read the ledger");
+        Self(
+            linhas
+                .into_iter()
+                .map(|(n, id, veneno)| (n, (id, veneno)))
+                .collect(),
+        )
+    }
+
+    /// Committed events.
+    pub fn commitadas(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    /// Committed events a receptor can apply (not poison).
+    pub fn aplicaveis(&self) -> u64 {
+        self.0.values().filter(|(_, veneno)| !veneno).count() as u64
+    }
+
+    /// The poison events' message ids.
+    pub fn veneno(&self) -> BTreeSet<Uuid> {
+        self.0
+            .values()
+            .filter(|(_, veneno)| *veneno)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+/// What one receiving app did with the committed events.
+#[derive(Debug, Clone)]
+pub struct Contas {
+    /// The receiving app.
+    pub app: String,
+    /// Events committed by the sender (ledger rows).
+    pub commitadas: u64,
+    /// Of which poison.
+    pub veneno: u64,
+    /// Distinct events applied.
+    pub aplicadas: u64,
+    /// Committed, not poison, never applied.
+    pub perdidas: u64,
+    /// Applied, never committed.
+    pub inesperadas: u64,
+    /// Applied more than once.
+    pub duas_vezes: u64,
+    /// In the app's `mensageria_mortas_recebidas`.
+    pub mortas: u64,
+    /// Whether those are exactly the poison events.
+    pub mortas_sao_o_veneno: bool,
+}
+
+impl Contas {
+    /// Fails the test unless every committed event but the poison was applied exactly once,
+    /// nothing else was, and the dead letters are exactly the poison.
+    pub fn afirmar(&self) {
+        assert!(self.commitadas > 0, "nothing committed: {self:#?}");
+        assert_eq!(self.perdidas, 0, "lost events: {self:#?}");
+        assert_eq!(self.inesperadas, 0, "unexpected effects: {self:#?}");
+        assert_eq!(self.duas_vezes, 0, "events applied twice: {self:#?}");
+        assert_eq!(
+            self.aplicadas,
+            self.commitadas - self.veneno,
+            "applied: {self:#?}"
+        );
+        assert!(
+            self.mortas_sao_o_veneno,
+            "dead letters are not the poison: {self:#?}"
+        );
+    }
+}
+
+impl fmt::Display for Contas {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: committed {} ({} poison), applied {}, lost {}, unexpected {}, applied twice {}, \
+             dead letters {} (= poison: {})",
+            self.app,
+            self.commitadas,
+            self.veneno,
+            self.aplicadas,
+            self.perdidas,
+            self.inesperadas,
+            self.duas_vezes,
+            self.mortas,
+            if self.mortas_sao_o_veneno {
+                "yes"
+            } else {
+                "NO"
+            }
+        )
+    }
+}
+
+/// Compares the ledger with the effects and dead letters of the receiving app `app` (its
+/// schema or file is `pool`).
+pub async fn contar<DB>(razao: &Razao, app: &str, pool: &sqlx::Pool<DB>) -> Contas
+where
+    DB: mensageria_core::Banco + crate::Sql,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let efeitos: BTreeMap<i64, i64> = sqlx::query_as("SELECT n, aplicacoes FROM efeito")
+        .fetch_all(pool)
+        .await
+        .expect("read the effects")
+        .into_iter()
+        .collect();
+    let mortas: BTreeSet<Uuid> =
+        mensageria_core::operacoes::mortas_recebidas(pool, Some(app), 1_000_000)
+            .await
+            .expect("read the dead letters")
+            .into_iter()
+            .map(|morta| morta.id_mensagem)
+            .collect();
+    let veneno = razao.veneno();
+    Contas {
+        app: app.to_owned(),
+        commitadas: razao.commitadas(),
+        veneno: veneno.len() as u64,
+        aplicadas: efeitos.len() as u64,
+        perdidas: razao
+            .0
+            .iter()
+            .filter(|(n, (_, e_veneno))| !e_veneno && !efeitos.contains_key(n))
+            .count() as u64,
+        inesperadas: efeitos.keys().filter(|n| !razao.0.contains_key(n)).count() as u64,
+        duas_vezes: efeitos.values().filter(|&&vezes| vezes > 1).count() as u64,
+        mortas: mortas.len() as u64,
+        mortas_sao_o_veneno: mortas == veneno,
+    }
+}
+
+/// Waits (at most `limite`) until a receiving app has applied `total` distinct events.
+pub async fn esperar_aplicadas<DB: crate::Sql>(pool: &sqlx::Pool<DB>, total: u64, limite: Duration)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    crate::esperar_valor(
+        "every event applied",
+        limite,
+        Duration::from_millis(20),
+        || crate::contar(pool, "efeito"),
+        |&aplicadas| aplicadas as u64 >= total,
+    )
+    .await;
+}
