@@ -20,9 +20,12 @@
 //! has deliveries in flight; a fast one gets full batches after a few answers. A batch that
 //! times out anyway is every event's temporary failure (the receptor may still apply it), and
 //! its redelivery leaves in batches a twentieth of its size at most, never in the same batch.
-//! The first batch of a route is its probe (does the batch route exist, how long do its events
-//! take): until it is answered, the route's deliveries that would open another batch wait for
-//! that answer (at most the timeout), once per route and destination.
+//! The first batch request of a route is its probe (does the batch route exist, how long do its
+//! events take): until it is answered, the route's deliveries that would open another batch
+//! wait for that answer, but at most the budget since it left (500 ms by default); past that
+//! they go alone, on the single route, so that waiting never eats the time of their own request.
+//! A single request does not answer for the batch route: a probe whose opener went alone gives
+//! the probe back, and the next batch is the probe.
 //!
 //! A receptor without the batch route (an older mensageria, or anything answering 404 or 405
 //! there) is remembered: from then on this destination sends one request per event. A batch
@@ -86,6 +89,8 @@ struct Abertura {
     destino: Destino,
     rota: String,
     lote: Aberto,
+    /// The route's probe, when this batch is it.
+    sonda: Option<limite::Sondagem>,
 }
 
 impl Abertura {
@@ -113,7 +118,8 @@ impl Drop for Abertura {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 let (destino, rota) = (self.destino.clone(), std::mem::take(&mut self.rota));
-                runtime.spawn(async move { destino.enviar_lote(&rota, juntos).await });
+                let sonda = self.sonda.take();
+                runtime.spawn(async move { destino.enviar_lote(&rota, juntos, sonda).await });
             }
             Err(_) => {
                 for pendente in juntos {
@@ -132,9 +138,9 @@ enum Entrada {
     Sozinho(Box<RawValue>),
     /// In an open batch, waiting for its outcome.
     Juntou(oneshot::Receiver<Result<(), FalhaEnvio>>),
-    /// The opener of a new batch.
-    Abriu(Box<RawValue>, Aberto),
-    /// Not yet: the route's first batch is out; wait for its answer (at most this long).
+    /// The opener of a new batch (the route's probe, with its token).
+    Abriu(Box<RawValue>, Aberto, Option<limite::Sondagem>),
+    /// Not yet: the route's probe is out; wait for its answer (at most this long).
     Esperar(Box<RawValue>, tokio::sync::futures::OwnedNotified, Duration),
 }
 
@@ -195,8 +201,8 @@ impl Destino {
                         ))
                     });
                 }
-                Entrada::Abriu(payload, aberto) => {
-                    return self.conduzir(caminho, payload, aberto, ctx).await;
+                Entrada::Abriu(payload, aberto, sonda) => {
+                    return self.conduzir(caminho, payload, (aberto, sonda), ctx).await;
                 }
                 Entrada::Esperar(devolvido, avisado, prazo) => {
                     let _ = tokio::time::timeout(prazo, avisado).await;
@@ -239,36 +245,41 @@ impl Destino {
             .limites
             .abrir(caminho, self.lote_maximo, self.tempo_limite)
         {
-            limite::Abrir::Sim(limite) if limite <= 1 => Entrada::Sozinho(payload),
-            limite::Abrir::Sim(_) => {
+            limite::Abrir::Sim(limite, _) if limite <= 1 => Entrada::Sozinho(payload),
+            limite::Abrir::Sim(_, sonda) => {
                 let aberto = Aberto::default();
                 abertos.insert(caminho.to_owned(), Arc::clone(&aberto));
-                Entrada::Abriu(payload, aberto)
+                Entrada::Abriu(payload, aberto, sonda)
             }
             limite::Abrir::Esperar(avisado, prazo) => Entrada::Esperar(payload, avisado, prazo),
+            limite::Abrir::Sozinho => Entrada::Sozinho(payload),
         }
     }
 
     /// The opener of a batch: lets the deliveries started with it join, closes the batch and
-    /// sends it (alone on the single route when nobody joined).
+    /// sends it (alone on the single route when nobody joined: then a probe is given back
+    /// before, so that the route's next batch probes it).
     async fn conduzir(
         &self,
         caminho: &str,
         payload: Box<RawValue>,
-        aberto: Aberto,
+        (aberto, sonda): (Aberto, Option<limite::Sondagem>),
         ctx: &ContextoEnvio,
     ) -> Result<(), FalhaEnvio> {
-        let abertura = Abertura {
+        let mut abertura = Abertura {
             destino: self.clone(),
             rota: caminho.to_owned(),
             lote: aberto,
+            sonda,
         };
         for _ in 0..CESSOES {
             tokio::task::yield_now().await;
         }
         let mut juntos = abertura.fechar();
+        let sonda = abertura.sonda.take();
         drop(abertura);
         if juntos.is_empty() {
+            drop(sonda);
             return self.enviar_um_medido(caminho, &payload, ctx).await;
         }
         // In a task of its own, so that this delivery's timeout does not cut the others' request.
@@ -282,7 +293,7 @@ impl Destino {
             },
         );
         let (destino, rota) = (self.clone(), caminho.to_owned());
-        tokio::spawn(async move { destino.enviar_lote(&rota, juntos).await });
+        tokio::spawn(async move { destino.enviar_lote(&rota, juntos, sonda).await });
         espera.await.unwrap_or_else(|_| {
             Err(FalhaEnvio::temporaria(
                 "the batch of this delivery was dropped before it was answered",
@@ -299,24 +310,39 @@ impl Destino {
     ) -> Result<(), FalhaEnvio> {
         let inicio = Instant::now();
         let desfecho = self.enviar_um(rota, payload.get().as_bytes(), ctx).await;
-        self.observar(rota, 1, inicio.elapsed());
+        self.observar(rota, 1, inicio.elapsed(), false);
         desfecho
     }
 
-    /// Records how long a request of `eventos` events on `rota` took (see [`limite`]).
-    fn observar(&self, rota: &str, eventos: usize, levou: Duration) {
+    /// Records how long a request of `eventos` events on `rota` took, on the batch route or not
+    /// (see [`limite`]).
+    fn observar(&self, rota: &str, eventos: usize, levou: Duration, do_lote: bool) {
         if let Some(agrupador) = &self.agrupador {
-            agrupador
-                .limites
-                .observar(rota, eventos, levou, self.tempo_limite, self.lote_maximo);
+            agrupador.limites.observar(
+                rota,
+                eventos,
+                levou,
+                self.tempo_limite,
+                self.lote_maximo,
+                do_lote,
+            );
         }
     }
 
     /// Sends `lote` and answers every delivery in it: the deliveries that gave up meanwhile
     /// (their relay's send timeout) are left out, and a batch over [`LIMITE_CORPO_LOTE`] bytes
-    /// goes in several requests.
-    async fn enviar_lote(&self, rota: &str, mut lote: Vec<Pendente>) {
+    /// goes in several requests. The route's probe, when this batch is it, is settled by the
+    /// first batch request's answer, or given back when none is made.
+    async fn enviar_lote(
+        &self,
+        rota: &str,
+        mut lote: Vec<Pendente>,
+        sonda: Option<limite::Sondagem>,
+    ) {
         lote.retain(|pendente| !pendente.resposta.is_closed());
+        if lote.len() < 2 {
+            drop(sonda);
+        }
         while !lote.is_empty() {
             let mut bytes = 0;
             let cabem = lote
@@ -346,7 +372,7 @@ impl Destino {
             // Before the observation wakes the deliveries that waited for this answer.
             agrupador.sem_rota_de_lote.store(true, Ordering::Relaxed);
         }
-        self.observar(rota, lote.len(), inicio.elapsed());
+        self.observar(rota, lote.len(), inicio.elapsed(), true);
         match respostas {
             Ok(desfechos) => {
                 for (pendente, desfecho) in lote.into_iter().zip(desfechos) {
