@@ -594,11 +594,6 @@ async fn republicado_depois_da_janela_aplica_uma_vez() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "red on main: ConsumidorHandle::shutdown drops a fetch in flight (Laco::rodar selects \
-            on the cancel around buscar), so what the server had just sent it stays unsettled \
-            for the ack wait; left 1-4 messages in 20 stops in each of 4 runs. Letting the \
-            fetch end (within its wait) made it 0 in a copy; mensageria-nats/src/consumidor.rs \
-            is the lead's to change. Run it with --ignored"]
 async fn parada_graciosa_nao_deixa_mensagem_sem_liquidar() {
     // Messages published every millisecond while a receiving app is stopped gracefully, 20
     // times: after each stop, nothing the app was delivered may be left unsettled (it would wait

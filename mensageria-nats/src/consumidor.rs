@@ -22,6 +22,7 @@
 //! a no-op for what had committed.
 
 use std::any::Any;
+use std::future::Future;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{AckPolicy, Consumer, pull};
@@ -215,9 +216,8 @@ impl<DB: Banco> Consumidor<DB> {
                 assunto: self.fluxo.assunto_da_faixa(tipo, n),
                 lote: 1,
                 em_voo: 1,
-                // A fetch returns as soon as a message arrives: a longer wait costs no latency
-                // and keeps idle lanes from polling.
-                espera: self.config.espera.max(Duration::from_secs(5)),
+                // A fetch returns as soon as a message arrives; the wait bounds a shutdown.
+                espera: self.config.espera,
             });
         }
         faixas
@@ -270,6 +270,9 @@ impl ConsumidorHandle {
     }
 }
 
+/// What a fetch gives: the messages, or why there are none.
+type BuscaResultado = Result<Vec<Message>, async_nats::Error>;
+
 /// One durable consumer of a tipo: its name, subject, batch, messages in flight, fetch wait.
 struct Faixa {
     duravel: String,
@@ -294,9 +297,14 @@ impl<DB: Banco> Laco<DB> {
     async fn rodar(self, cancelar: CancellationToken) {
         let mut falhas_seguidas = 0_u32;
         while !cancelar.is_cancelled() {
+            let busca = self.buscar();
+            tokio::pin!(busca);
             let mensagens = tokio::select! {
-                _ = cancelar.cancelled() => return,
-                mensagens = self.buscar() => mensagens,
+                mensagens = &mut busca => mensagens,
+                _ = cancelar.cancelled() => {
+                    self.terminar(busca).await;
+                    return;
+                }
             };
             match mensagens {
                 Ok(mensagens) => {
@@ -329,8 +337,29 @@ impl<DB: Banco> Laco<DB> {
         }
     }
 
-    /// Up to a batch of messages, waiting up to the fetch wait for the first.
-    async fn buscar(&self) -> Result<Vec<Message>, async_nats::Error> {
+    /// At shutdown, the fetch in flight: what the server already sent to it would otherwise
+    /// stay unsettled until the ack wait. It is let finish (it ends within its wait) and its
+    /// messages applied and settled like any batch, then the lane stops.
+    async fn terminar(&self, busca: std::pin::Pin<&mut impl Future<Output = BuscaResultado>>) {
+        if let Ok(mensagens) = busca.await
+            && !mensagens.is_empty()
+        {
+            self.aplicar(&mensagens).await;
+        }
+    }
+
+    /// Up to a batch of messages, waiting up to the fetch wait for the first. A pull whose
+    /// connection dropped ends only after its wait plus the client's own margin: it is given up
+    /// a second after its wait, so a reconnected client fetches again at once.
+    async fn buscar(&self) -> BuscaResultado {
+        let prazo = self.espera + Duration::from_secs(1);
+        match tokio::time::timeout(prazo, self.buscar_sem_prazo()).await {
+            Ok(resultado) => resultado,
+            Err(_) => Ok(Vec::new()),
+        }
+    }
+
+    async fn buscar_sem_prazo(&self) -> BuscaResultado {
         let mut lote = self
             .consumidor
             .fetch()
