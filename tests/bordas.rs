@@ -601,8 +601,13 @@ async fn servir_atende_com_mais_sockets_calados_que_o_limite() {
         }
     }
     let tempo = inicio.elapsed();
-    println!("80 silent sockets against a limit of 64 (header timeout 500 ms): {atendidas}/10 legitimate requests served in {tempo:?}");
-    assert_eq!(atendidas, 10, "legitimate requests are served during the flood");
+    println!(
+        "80 silent sockets against a limit of 64 (header timeout 500 ms): {atendidas}/10 legitimate requests served in {tempo:?}"
+    );
+    assert_eq!(
+        atendidas, 10,
+        "legitimate requests are served during the flood"
+    );
     assert!(tempo < Duration::from_secs(5), "{tempo:?}");
     drop(caladas);
     assert_eq!(contar(&db.pool, "SELECT count(*) FROM efeito").await, 10);

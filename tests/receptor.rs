@@ -145,14 +145,25 @@ async fn token_curto_demais_e_recusado_com_o_que_fazer() {
             Ok(_) => panic!("{tokens:?} accepted"),
             Err(erro) => erro.to_string(),
         };
-        assert!(erro.contains("shorter than 16 characters"), "{tokens:?}: {erro}");
+        assert!(
+            erro.contains("shorter than 16 characters"),
+            "{tokens:?}: {erro}"
+        );
         assert!(erro.contains("openssl rand"), "{tokens:?}: {erro}");
         for token in &tokens {
-            assert!(token.len() == 1 || !erro.contains(token), "the token leaked: {erro}");
+            assert!(
+                token.len() == 1 || !erro.contains(token),
+                "the token leaked: {erro}"
+            );
         }
-        assert!(mensageria_axum::Estado::new(db.pool.clone(), Config::new(tokens.clone())).is_err());
+        assert!(
+            mensageria_axum::Estado::new(db.pool.clone(), Config::new(tokens.clone())).is_err()
+        );
     }
     assert!(Config::new(["1234567890123456"]).validar().is_ok());
-    assert!(mensageria_axum::router(db.pool.clone(), Config::new(["um-token-longo-o-bastante"])).is_ok());
+    assert!(
+        mensageria_axum::router(db.pool.clone(), Config::new(["um-token-longo-o-bastante"]))
+            .is_ok()
+    );
     db.descartar().await;
 }

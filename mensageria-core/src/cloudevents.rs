@@ -79,7 +79,10 @@ mod testes {
         assert_eq!(valor("ce-source"), Some("/mycontext/subcontext"));
         assert_eq!(valor("ce-time"), Some("2018-04-05T03:56:24.000Z"));
         for (nome, valor) in &lidos {
-            assert!(valor.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{nome}: {valor}");
+            assert!(
+                valor.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+                "{nome}: {valor}"
+            );
         }
         // A hand-built context: no app, an id without a timestamp.
         let ctx = ContextoEnvio::new(uuid::Uuid::nil(), "a.b");

@@ -41,7 +41,8 @@ async fn plantar_ordenada(
             if tentativas > 0 { "'HTTP 503'" } else { "NULL" },
         )
     };
-    db.executar(sql, &[&id.to_string(), tipo, chave], "plant an ordered row").await;
+    db.executar(sql, &[&id.to_string(), tipo, chave], "plant an ordered row")
+        .await;
     id
 }
 

@@ -77,7 +77,7 @@ const SQL_RETIDAS: &str = "WITH fila AS ( \
      GROUP BY s.tipo, c.tipo, c.morta ORDER BY s.tipo, c.tipo, c.morta";
 
 pub(crate) use interno::{
-    Batimento, BancoInterno, ConexaoDoBanco, NovaMensagem, Pedido, Posse, Reivindicada,
+    BancoInterno, Batimento, ConexaoDoBanco, NovaMensagem, Pedido, Posse, Reivindicada,
 };
 
 /// What the stores do, one method per statement (or transaction). Crate-private: users name
@@ -466,9 +466,7 @@ pub(crate) mod interno {
         /// Receiver-side dead letters per app and tipo, by app then tipo.
         fn mortas_recebidas_por_tipo(
             pool: &Pool<Self>,
-        ) -> impl Future<
-            Output = Result<Vec<crate::operacoes::MortasRecebidasDoTipo>, sqlx::Error>,
-        > + Send;
+        ) -> impl Future<Output = Result<Vec<crate::operacoes::MortasRecebidasDoTipo>, sqlx::Error>> + Send;
 
         /// One dead letter in full.
         fn buscar_morta(
@@ -504,9 +502,7 @@ pub(crate) mod interno {
             pool: &Pool<Self>,
             chave: &str,
             limite: i64,
-        ) -> impl Future<
-            Output = Result<(Vec<crate::operacoes::PosicaoNaChave>, i64), sqlx::Error>,
-        > + Send;
+        ) -> impl Future<Output = Result<(Vec<crate::operacoes::PosicaoNaChave>, i64), sqlx::Error>> + Send;
     }
 }
 

@@ -397,7 +397,10 @@ mod testes {
     #[test]
     fn nomes_de_app_e_instancia_sao_uma_palavra_imprimivel() {
         for nome in ["emissor", "billing-v2", "ns/app:prod@eu.1", "fatura_ção"] {
-            assert!(Config::new(nome).com_instancia(nome).validar().is_ok(), "{nome}");
+            assert!(
+                Config::new(nome).com_instancia(nome).validar().is_ok(),
+                "{nome}"
+            );
         }
         let invalidos = [
             "app\r\nINFO mensageria relay: forged",
@@ -408,10 +411,25 @@ mod testes {
         ];
         for nome in invalidos {
             let erro = Config::new(nome).validar().unwrap_err();
-            assert!(matches!(erro, ErroConfiguracao::NomeInvalido { campo: "app", .. }), "{nome:?}");
-            assert!(!erro.to_string().contains('\n'), "the error is one line: {erro}");
-            let erro = Config::new("app").com_instancia(nome).validar().unwrap_err();
-            assert!(matches!(erro, ErroConfiguracao::NomeInvalido { campo: "instance", .. }));
+            assert!(
+                matches!(erro, ErroConfiguracao::NomeInvalido { campo: "app", .. }),
+                "{nome:?}"
+            );
+            assert!(
+                !erro.to_string().contains('\n'),
+                "the error is one line: {erro}"
+            );
+            let erro = Config::new("app")
+                .com_instancia(nome)
+                .validar()
+                .unwrap_err();
+            assert!(matches!(
+                erro,
+                ErroConfiguracao::NomeInvalido {
+                    campo: "instance",
+                    ..
+                }
+            ));
         }
     }
 }

@@ -300,7 +300,10 @@ impl<DB: Banco> Motor<DB> {
     /// Refused because a live process holds it, the relay runs but claims nothing; the vigia
     /// tries again at each heartbeat.
     async fn iniciar(&self, tomada: &mut Tomada, banco: &mut SaudeBanco) {
-        if let Err(erro) = tomada.tentar(&self.pool, &self.config, &self.instancia).await {
+        if let Err(erro) = tomada
+            .tentar(&self.pool, &self.config, &self.instancia)
+            .await
+        {
             banco.falhou(&erro);
         }
     }
