@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem, PathsBuilder,
 };
-use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::request_body::{RequestBody, RequestBodyBuilder};
 use utoipa::openapi::schema::SchemaType;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
@@ -299,24 +299,7 @@ pub(crate) fn documento<'a>(
     receptores: impl IntoIterator<Item = &'a crate::receptor::ReceptorRegistrado>,
 ) -> OpenApi {
     let mut caminhos = PathsBuilder::new();
-    let mut componentes = ComponentsBuilder::new().security_scheme(
-        "bearer",
-        SecurityScheme::Http(
-            HttpBuilder::new()
-                .scheme(HttpAuthScheme::Bearer)
-                .description(Some(
-                    "`Authorization: Bearer <token>`, any of the tokens configured on the \
-                     receiving app (several while one is rotated); the scheme name is \
-                     case-insensitive. Checked before the body is read.",
-                ))
-                .build(),
-        ),
-    );
-    componentes = componentes
-        .schema("MensageriaResultado", esquema_resultado())
-        .schema("MensageriaErro", esquema_erro())
-        .schema("MensageriaLote", lote::esquema_pedido(limite_lote))
-        .schema("MensageriaResultadosDoLote", lote::esquema_resposta());
+    let mut componentes = componentes_comuns(limite_lote);
     let respostas = respostas();
     for receptor in receptores {
         let EsquemaEvento {
@@ -326,86 +309,7 @@ pub(crate) fn documento<'a>(
         for (nome, esquema) in nomeados {
             componentes = componentes.schema(nome, esquema);
         }
-        let operacao = OperationBuilder::new()
-            .operation_id(Some(format!(
-                "receber_{}",
-                receptor.tipo.replace(['.', '-'], "_")
-            )))
-            .summary(Some(format!(
-                "Receive `{}` (idempotent by natural key)",
-                receptor.tipo
-            )))
-            .description(Some(if receptor.convergente {
-                "Delivered at least once by a mensageria relay. Convergent: an event is applied \
-                 when its version is newer than the last one applied for its natural key; an \
-                 equal or older version answers 200 with `duplicate` and changes nothing."
-            } else {
-                "Delivered at least once by a mensageria relay. The same event applied N times has \
-                 the effect of applying it once: a repeat answers 200 with `duplicate`."
-            }))
-            .parameter(
-                ParameterBuilder::new()
-                    .name("x-request-id")
-                    .parameter_in(ParameterIn::Header)
-                    .required(Required::False)
-                    .description(Some(
-                        "the message id (the relay sends it), carried into the logs and echoed \
-                         in the answer. Any value is accepted: one of up to 128 printable ASCII \
-                         characters is kept, any other is replaced by a fresh UUID",
-                    ))
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
-            )
-            .parameter(
-                ParameterBuilder::new()
-                    .name("x-correlation-id")
-                    .parameter_in(ParameterIn::Header)
-                    .required(Required::False)
-                    .description(Some(
-                        "the correlation id the relay propagates; messages the receptor \
-                         enqueues carry it on. Any value is accepted: one of up to 128 printable \
-                         ASCII characters is kept, the request id is used otherwise",
-                    ))
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
-            )
-            .parameter(
-                ParameterBuilder::new()
-                    .name("ce-id")
-                    .parameter_in(ParameterIn::Header)
-                    .required(Required::False)
-                    .description(Some(
-                        "CloudEvents binary mode (the relay sends it, any CloudEvents producer \
-                         may): the event id, taken as the message and request id when there is \
-                         no `x-request-id`",
-                    ))
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
-            )
-            .parameter(parametro_ce_type(receptor.tipo))
-            .parameter(parametro_ce_specversion())
-            .tag("mensageria")
-            .request_body(Some(
-                RequestBodyBuilder::new()
-                    .description(Some(
-                        "the event, as JSON: `Content-Type: application/json` or any \
-                         `application/*+json` (415 otherwise, and for a CloudEvents \
-                         structured-mode envelope, `application/cloudevents+json`: the body is \
-                         the event's data, as in binary mode). Integer fields take integers \
-                         written without a fraction or exponent (`2`, not `2.0` nor `2e0`), as \
-                         serde_json reads them: 400 `invalid_payload` otherwise",
-                    ))
-                    .content(
-                        "application/json",
-                        ContentBuilder::new().schema(Some(esquema)).build(),
-                    )
-                    .required(Some(Required::True))
-                    .build(),
-            ))
-            .security(SecurityRequirement::new("bearer", Vec::<String>::new()));
-        let operacao = respostas
-            .iter()
-            .cloned()
-            .fold(operacao, |operacao, (status, resposta)| {
-                operacao.response(status, resposta)
-            });
+        let operacao = operacao_do_receptor(receptor, esquema, &respostas);
         caminhos = caminhos
             .path(
                 format!("{base}/{}", receptor.tipo),
@@ -428,6 +332,137 @@ pub(crate) fn documento<'a>(
         )
         .paths(caminhos.build())
         .components(Some(componentes.build()))
+        .build()
+}
+
+/// The components of every document, whatever its receptores: the Bearer scheme, the bodies of
+/// the answers and the batch's request and answer.
+fn componentes_comuns(limite_lote: crate::config::LimiteLote) -> ComponentsBuilder {
+    ComponentsBuilder::new()
+        .security_scheme("bearer", esquema_bearer())
+        .schema("MensageriaResultado", esquema_resultado())
+        .schema("MensageriaErro", esquema_erro())
+        .schema("MensageriaLote", lote::esquema_pedido(limite_lote))
+        .schema("MensageriaResultadosDoLote", lote::esquema_resposta())
+}
+
+/// The Bearer scheme every route takes.
+fn esquema_bearer() -> SecurityScheme {
+    SecurityScheme::Http(
+        HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "`Authorization: Bearer <token>`, any of the tokens configured on the \
+                 receiving app (several while one is rotated); the scheme name is \
+                 case-insensitive. Checked before the body is read.",
+            ))
+            .build(),
+    )
+}
+
+/// The `POST` of `receptor`'s single route: what it does, its headers, its body (of schema
+/// `esquema`), its security and its `respostas`.
+fn operacao_do_receptor(
+    receptor: &crate::receptor::ReceptorRegistrado,
+    esquema: RefOr<Schema>,
+    respostas: &[(String, Response)],
+) -> OperationBuilder {
+    let operacao = OperationBuilder::new()
+        .operation_id(Some(format!(
+            "receber_{}",
+            receptor.tipo.replace(['.', '-'], "_")
+        )))
+        .summary(Some(format!(
+            "Receive `{}` (idempotent by natural key)",
+            receptor.tipo
+        )))
+        .description(Some(descricao_da_operacao(receptor.convergente)))
+        .parameter(parametro_x_request_id())
+        .parameter(parametro_x_correlation_id())
+        .parameter(parametro_ce_id())
+        .parameter(parametro_ce_type(receptor.tipo))
+        .parameter(parametro_ce_specversion())
+        .tag("mensageria")
+        .request_body(Some(corpo_do_pedido(esquema)))
+        .security(SecurityRequirement::new("bearer", Vec::<String>::new()));
+    respostas
+        .iter()
+        .cloned()
+        .fold(operacao, |operacao, (status, resposta)| {
+            operacao.response(status, resposta)
+        })
+}
+
+/// What a receptor's route promises about repeats: convergent (by version) or idempotent.
+fn descricao_da_operacao(convergente: bool) -> &'static str {
+    if convergente {
+        "Delivered at least once by a mensageria relay. Convergent: an event is applied \
+         when its version is newer than the last one applied for its natural key; an \
+         equal or older version answers 200 with `duplicate` and changes nothing."
+    } else {
+        "Delivered at least once by a mensageria relay. The same event applied N times has \
+         the effect of applying it once: a repeat answers 200 with `duplicate`."
+    }
+}
+
+/// The `x-request-id` header of the single route.
+fn parametro_x_request_id() -> ParameterBuilder {
+    ParameterBuilder::new()
+        .name("x-request-id")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "the message id (the relay sends it), carried into the logs and echoed \
+             in the answer. Any value is accepted: one of up to 128 printable ASCII \
+             characters is kept, any other is replaced by a fresh UUID",
+        ))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+}
+
+/// The `x-correlation-id` header of the single route.
+fn parametro_x_correlation_id() -> ParameterBuilder {
+    ParameterBuilder::new()
+        .name("x-correlation-id")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "the correlation id the relay propagates; messages the receptor \
+             enqueues carry it on. Any value is accepted: one of up to 128 printable \
+             ASCII characters is kept, the request id is used otherwise",
+        ))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+}
+
+/// The `ce-id` header of the single route.
+fn parametro_ce_id() -> ParameterBuilder {
+    ParameterBuilder::new()
+        .name("ce-id")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "CloudEvents binary mode (the relay sends it, any CloudEvents producer \
+             may): the event id, taken as the message and request id when there is \
+             no `x-request-id`",
+        ))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+}
+
+/// The request body of the single route: one event of schema `esquema`, as JSON.
+fn corpo_do_pedido(esquema: RefOr<Schema>) -> RequestBody {
+    RequestBodyBuilder::new()
+        .description(Some(
+            "the event, as JSON: `Content-Type: application/json` or any \
+             `application/*+json` (415 otherwise, and for a CloudEvents \
+             structured-mode envelope, `application/cloudevents+json`: the body is \
+             the event's data, as in binary mode). Integer fields take integers \
+             written without a fraction or exponent (`2`, not `2.0` nor `2e0`), as \
+             serde_json reads them: 400 `invalid_payload` otherwise",
+        ))
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(esquema)).build(),
+        )
+        .required(Some(Required::True))
         .build()
 }
 

@@ -235,87 +235,143 @@ async fn verificar_apps(
 ) -> Result<Vivos, ErroCli> {
     let limite_ms = i64::try_from(args.parado_apos.as_millis()).unwrap_or(i64::MAX);
     let apps = apps::panorama(conexao, limite_ms, com_instancias).await?;
-
     for a in &apps {
-        d.apps.push(EstadoDoApp {
-            app: a.app.clone(),
-            estado: a.estado,
-            visto_ha_ms: a.visto_ha_ms,
-        });
-        let nome = &a.app;
-        let ha = humana_ms(a.visto_ha_ms.unwrap_or(0));
-        match a.estado {
-            EstadoApp::Vivo => {}
-            EstadoApp::Silencioso => d.problemas.push(Problema {
-                codigo: Codigo::AppParado,
-                tipo: None,
-                apps: vec![nome.clone()],
-                mensagem: format!(
-                    "app `{nome}` stopped heart-beating {ha} ago (relays beat every 15 s; stopped \
-                     means over {}): its relay is down or disabled, so its tipos are not \
-                     delivered (it predates relay instances, so a graceful stop cannot be told \
-                     from a crash); if the app was retired, `mensageria apps remover {nome}`",
-                    humana(args.parado_apos)
-                ),
-            }),
-            EstadoApp::Morto => {
-                let mortas: Vec<&str> = a
-                    .instancias
-                    .iter()
-                    .filter(|i| i.estado == EstadoInstancia::Morta && !i.substituida)
-                    .map(|i| i.instancia.as_str())
-                    .collect();
-                let quais = if mortas.is_empty() {
-                    String::new()
-                } else {
-                    format!("; dead: {}", mortas.join(", "))
-                };
-                d.problemas.push(Problema {
-                    codigo: Codigo::AppMorto,
-                    tipo: None,
-                    apps: vec![nome.clone()],
-                    mensagem: format!(
-                        "app `{nome}` is dead: none of its relay instances is alive and its \
-                         latest did not stop gracefully (last heartbeat {ha} ago{quais}): it \
-                         crashed or was killed, so its tipos are not delivered; start it again, \
-                         or, if it was retired, `mensageria apps remover {nome}`"
+        julgar_app(a, args, d);
+    }
+    let reivindicacoes = Reivindicacoes::das(&apps, limite_ms);
+    verificar_concorrentes(&reivindicacoes.vivos, d);
+    let fila = nos_dois!(conexao, pool => operacoes::fila(pool).await?);
+    let orfas = verificar_orfas(&fila, &reivindicacoes, d);
+    if orfas == 0 {
+        d.notas.push(format!(
+            "{} app(s) registered, {} tipo(s) claimed; every pending row has a live claimant",
+            apps.len(),
+            reivindicacoes.todos.len()
+        ));
+    }
+    Ok(reivindicacoes.vivos_por_tipo())
+}
+
+/// Lists app `a` in the diagnosis with its state: a silent or dead app is a problem, a stopped
+/// one a note, a live one nothing more.
+fn julgar_app(a: &apps::App, args: &ArgsDoctor, d: &mut Diagnostico) {
+    d.apps.push(EstadoDoApp {
+        app: a.app.clone(),
+        estado: a.estado,
+        visto_ha_ms: a.visto_ha_ms,
+    });
+    let nome = &a.app;
+    let ha = humana_ms(a.visto_ha_ms.unwrap_or(0));
+    match a.estado {
+        EstadoApp::Vivo => {}
+        EstadoApp::Silencioso => d.problemas.push(Problema {
+            codigo: Codigo::AppParado,
+            tipo: None,
+            apps: vec![nome.clone()],
+            mensagem: format!(
+                "app `{nome}` stopped heart-beating {ha} ago (relays beat every 15 s; stopped \
+                 means over {}): its relay is down or disabled, so its tipos are not \
+                 delivered (it predates relay instances, so a graceful stop cannot be told \
+                 from a crash); if the app was retired, `mensageria apps remover {nome}`",
+                humana(args.parado_apos)
+            ),
+        }),
+        EstadoApp::Morto => d.problemas.push(problema_app_morto(a, &ha)),
+        EstadoApp::Parado => d.notas.push(format!(
+            "app `{nome}` is stopped: its relay instances shut down gracefully (last \
+             heartbeat {ha} ago); not a problem by itself; if it was retired, `mensageria \
+             apps remover {nome}` forgets it"
+        )),
+    }
+}
+
+/// The problem of dead app `a`, last seen `ha` ago, naming its dead instances that no newer
+/// one replaced.
+fn problema_app_morto(a: &apps::App, ha: &str) -> Problema {
+    let nome = &a.app;
+    let mortas: Vec<&str> = a
+        .instancias
+        .iter()
+        .filter(|i| i.estado == EstadoInstancia::Morta && !i.substituida)
+        .map(|i| i.instancia.as_str())
+        .collect();
+    let quais = if mortas.is_empty() {
+        String::new()
+    } else {
+        format!("; dead: {}", mortas.join(", "))
+    };
+    Problema {
+        codigo: Codigo::AppMorto,
+        tipo: None,
+        apps: vec![nome.clone()],
+        mensagem: format!(
+            "app `{nome}` is dead: none of its relay instances is alive and its \
+             latest did not stop gracefully (last heartbeat {ha} ago{quais}): it \
+             crashed or was killed, so its tipos are not delivered; start it again, \
+             or, if it was retired, `mensageria apps remover {nome}`"
+        ),
+    }
+}
+
+/// Who claims each tipo, from the apps' `mensageria_apps` rows.
+struct Reivindicacoes<'a> {
+    /// Per tipo, the live apps that claim it now.
+    vivos: BTreeMap<&'a str, BTreeSet<&'a str>>,
+    /// Per tipo, every app with a row for it, live or not.
+    todos: BTreeMap<&'a str, BTreeSet<&'a str>>,
+    /// Per (tipo, app), the app's state as an orphans message tells it.
+    por_que: BTreeMap<(&'a str, &'a str), String>,
+}
+
+impl<'a> Reivindicacoes<'a> {
+    /// Sorts the (app, tipo) rows of `apps`; a claim not refreshed within `limite_ms` is stale.
+    ///
+    /// Live claimants are judged per (app, tipo) row, not per app: a relay refreshes only the
+    /// tipos it still sends, so a tipo dropped in a redeploy keeps a stale row that must not
+    /// count as a live claimant (its rows would be orphans reported as healthy). And only for
+    /// apps that are alive: the rows of a stopped or dead app refresh no more.
+    fn das(apps: &'a [apps::App], limite_ms: i64) -> Self {
+        let mut r = Self {
+            vivos: BTreeMap::new(),
+            todos: BTreeMap::new(),
+            por_que: BTreeMap::new(),
+        };
+        for a in apps {
+            for t in &a.tipos {
+                r.todos.entry(&t.tipo).or_default().insert(&a.app);
+                let em_dia = t.visto_ha_ms <= limite_ms;
+                if a.estado == EstadoApp::Vivo && em_dia {
+                    r.vivos.entry(&t.tipo).or_default().insert(&a.app);
+                }
+                let estado = match a.estado {
+                    EstadoApp::Vivo => format!(
+                        "alive, but it has not claimed the tipo for {}",
+                        humana_ms(t.visto_ha_ms)
                     ),
-                });
+                    EstadoApp::Silencioso => "not heart-beating".to_owned(),
+                    outro => outro.nome().to_owned(),
+                };
+                r.por_que.insert((&t.tipo, &a.app), estado);
             }
-            EstadoApp::Parado => d.notas.push(format!(
-                "app `{nome}` is stopped: its relay instances shut down gracefully (last \
-                 heartbeat {ha} ago); not a problem by itself; if it was retired, `mensageria \
-                 apps remover {nome}` forgets it"
-            )),
         }
+        r
     }
 
-    // Live claimants per tipo. Judged per (app, tipo) row, not per app: a relay refreshes only
-    // the tipos it still sends, so a tipo dropped in a redeploy keeps a stale row that must not
-    // count as a live claimant (its rows would be orphans reported as healthy). And only for
-    // apps that are alive: the rows of a stopped or dead app refresh no more.
-    let mut vivos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut todos: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut por_que: BTreeMap<(&str, &str), String> = BTreeMap::new();
-    for a in &apps {
-        for t in &a.tipos {
-            todos.entry(&t.tipo).or_default().insert(&a.app);
-            let em_dia = t.visto_ha_ms <= limite_ms;
-            if a.estado == EstadoApp::Vivo && em_dia {
-                vivos.entry(&t.tipo).or_default().insert(&a.app);
-            }
-            let estado = match a.estado {
-                EstadoApp::Vivo => format!(
-                    "alive, but it has not claimed the tipo for {}",
-                    humana_ms(t.visto_ha_ms)
-                ),
-                EstadoApp::Silencioso => "not heart-beating".to_owned(),
-                outro => outro.nome().to_owned(),
-            };
-            por_que.insert((&t.tipo, &a.app), estado);
-        }
+    /// The live claimants, owned, for the checks that follow.
+    fn vivos_por_tipo(self) -> Vivos {
+        self.vivos
+            .into_iter()
+            .map(|(tipo, apps)| {
+                let apps = apps.into_iter().map(str::to_owned).collect();
+                (tipo.to_owned(), apps)
+            })
+            .collect()
     }
-    for (tipo, donos) in &vivos {
+}
+
+/// A tipo claimed by more than one live app: competing consumers on one saída.
+fn verificar_concorrentes(vivos: &BTreeMap<&str, BTreeSet<&str>>, d: &mut Diagnostico) {
+    for (tipo, donos) in vivos {
         if donos.len() > 1 {
             let lista: Vec<String> = donos.iter().map(|a| format!("`{a}`")).collect();
             d.problemas.push(Problema {
@@ -331,63 +387,65 @@ async fn verificar_apps(
             });
         }
     }
+}
 
+/// Rows in the saída of a tipo no live app claims: a problem per such tipo. Returns how many.
+fn verificar_orfas(
+    fila: &[operacoes::FilaDoTipo],
+    reivindicacoes: &Reivindicacoes<'_>,
+    d: &mut Diagnostico,
+) -> usize {
     let mut orfas = 0;
-    for fila in nos_dois!(conexao, pool => operacoes::fila(pool).await?) {
-        if vivos.contains_key(fila.tipo.as_str()) {
+    for fila in fila {
+        if reivindicacoes.vivos.contains_key(fila.tipo.as_str()) {
             continue;
         }
         orfas += 1;
-        let antigos: Vec<String> = todos
-            .get(fila.tipo.as_str())
-            .map(|a| a.iter().map(|a| (*a).to_owned()).collect())
-            .unwrap_or_default();
-        let quem = if antigos.is_empty() {
-            "no app has ever claimed it".to_owned()
-        } else {
-            let lista: Vec<String> = antigos
-                .iter()
-                .map(|app| {
-                    let estado = por_que
-                        .get(&(fila.tipo.as_str(), app.as_str()))
-                        .map(String::as_str)
-                        .unwrap_or("-");
-                    format!("`{app}` ({estado})")
-                })
-                .collect();
-            format!(
-                "only apps that do not deliver it now claim it: {}",
-                lista.join(", ")
-            )
-        };
-        d.problemas.push(Problema {
-            codigo: Codigo::Orfas,
-            tipo: Some(fila.tipo.clone()),
-            apps: antigos,
-            mensagem: format!(
-                "{} row(s) of tipo `{}` wait in the saída (oldest {} old) and no live app claims \
-                 the tipo ({quem}): they will never be delivered until an app with its enviador \
-                 runs a relay on this schema",
-                fila.total,
-                fila.tipo,
-                humana_ms(fila.idade_mais_antiga_ms)
-            ),
-        });
+        d.problemas.push(problema_orfas(fila, reivindicacoes));
     }
-    if orfas == 0 {
-        d.notas.push(format!(
-            "{} app(s) registered, {} tipo(s) claimed; every pending row has a live claimant",
-            apps.len(),
-            todos.len()
-        ));
+    orfas
+}
+
+/// The problem of the orphan rows of `fila`'s tipo, naming the apps that claimed it and why
+/// they do not deliver it now.
+fn problema_orfas(fila: &operacoes::FilaDoTipo, reivindicacoes: &Reivindicacoes<'_>) -> Problema {
+    let antigos: Vec<String> = reivindicacoes
+        .todos
+        .get(fila.tipo.as_str())
+        .map(|a| a.iter().map(|a| (*a).to_owned()).collect())
+        .unwrap_or_default();
+    let quem = if antigos.is_empty() {
+        "no app has ever claimed it".to_owned()
+    } else {
+        let lista: Vec<String> = antigos
+            .iter()
+            .map(|app| {
+                let estado = reivindicacoes
+                    .por_que
+                    .get(&(fila.tipo.as_str(), app.as_str()))
+                    .map(String::as_str)
+                    .unwrap_or("-");
+                format!("`{app}` ({estado})")
+            })
+            .collect();
+        format!(
+            "only apps that do not deliver it now claim it: {}",
+            lista.join(", ")
+        )
+    };
+    Problema {
+        codigo: Codigo::Orfas,
+        tipo: Some(fila.tipo.clone()),
+        apps: antigos,
+        mensagem: format!(
+            "{} row(s) of tipo `{}` wait in the saída (oldest {} old) and no live app claims \
+             the tipo ({quem}): they will never be delivered until an app with its enviador \
+             runs a relay on this schema",
+            fila.total,
+            fila.tipo,
+            humana_ms(fila.idade_mais_antiga_ms)
+        ),
     }
-    Ok(vivos
-        .into_iter()
-        .map(|(tipo, apps)| {
-            let apps = apps.into_iter().map(str::to_owned).collect();
-            (tipo.to_owned(), apps)
-        })
-        .collect())
 }
 
 /// Per tipo, the live apps that claim it (what [`verificar_apps`] found).
@@ -412,6 +470,15 @@ async fn verificar_limites(
         operacoes::fila(pool).await?,
         operacoes::tentativas(pool).await?,
     ));
+    verificar_mortas(&mortas, args, d);
+    verificar_idade_pendente(&fila, args, vivos, d);
+    verificar_tentativas(&tentativas, args, vivos, d);
+    Ok(())
+}
+
+/// The relays' dead letters against `--max-dead-letters`: a problem per tipo over it, or, with
+/// no limit, a note of the total.
+fn verificar_mortas(mortas: &[operacoes::MortasDoTipo], args: &ArgsDoctor, d: &mut Diagnostico) {
     let total: i64 = mortas.iter().map(|m| m.mortas).sum();
     match args.max_dead_letters {
         None if total > 0 => d.notas.push(format!(
@@ -435,6 +502,16 @@ async fn verificar_limites(
             }
         }
     }
+}
+
+/// The age of the oldest message of each tipo in the saída against `--max-pending-age`: a
+/// problem per tipo over it, or, with no limit, a note of the oldest of all.
+fn verificar_idade_pendente(
+    fila: &[operacoes::FilaDoTipo],
+    args: &ArgsDoctor,
+    vivos: &Vivos,
+    d: &mut Diagnostico,
+) {
     let mais_velha = fila.iter().max_by_key(|f| f.idade_mais_antiga_ms);
     match (args.max_pending_age, mais_velha) {
         (None, Some(f)) => d.notas.push(format!(
@@ -464,8 +541,19 @@ async fn verificar_limites(
         }
         (None, None) => {}
     }
+}
+
+/// The most attempts of a message of each tipo in the saída against `--max-attempts`: a
+/// problem per tipo over it (counting its messages over the limit), or, with no limit, a note
+/// of the most of all.
+fn verificar_tentativas(
+    tentativas: &[operacoes::TentativasDoTipo],
+    args: &ArgsDoctor,
+    vivos: &Vivos,
+    d: &mut Diagnostico,
+) {
     let mut por_tipo: BTreeMap<&str, i64> = BTreeMap::new();
-    for t in &tentativas {
+    for t in tentativas {
         let maximo = por_tipo.entry(&t.tipo).or_default();
         *maximo = (*maximo).max(t.tentativas);
     }
@@ -498,7 +586,6 @@ async fn verificar_limites(
             }
         }
     }
-    Ok(())
 }
 
 /// The schema version that brought `mensageria_mortas_recebidas`.
