@@ -128,3 +128,63 @@ pub(crate) fn rss_kib() -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// CPU seconds (user + system) used so far by this process, by every PostgreSQL process and by
+/// every nats-server process of the machine: the difference over a run says what each part
+/// cost (other load on the machine counts too, so read it as a median).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cpu {
+    pub(crate) proprio: f64,
+    pub(crate) postgres: f64,
+    pub(crate) nats: f64,
+}
+
+impl Cpu {
+    pub(crate) fn agora() -> Self {
+        let mut cpu = Cpu {
+            proprio: segundos_de_cpu("self").unwrap_or(0.0),
+            ..Cpu::default()
+        };
+        let Ok(processos) = std::fs::read_dir("/proc") else {
+            return cpu;
+        };
+        for processo in processos.flatten() {
+            let pid = processo.file_name();
+            let Some(pid) = pid
+                .to_str()
+                .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            let nome = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let alvo = match nome.trim() {
+                n if n.starts_with("postgres") => &mut cpu.postgres,
+                "nats-server" => &mut cpu.nats,
+                _ => continue,
+            };
+            *alvo += segundos_de_cpu(pid).unwrap_or(0.0);
+        }
+        cpu
+    }
+
+    /// What was used since `antes`, in microseconds per one of `unidades`.
+    pub(crate) fn por(self, antes: Cpu, unidades: f64) -> Cpu {
+        let us = |depois: f64, antes: f64| (depois - antes) * 1e6 / unidades.max(1.0);
+        Cpu {
+            proprio: us(self.proprio, antes.proprio),
+            postgres: us(self.postgres, antes.postgres),
+            nats: us(self.nats, antes.nats),
+        }
+    }
+}
+
+/// utime + stime of `/proc/{pid}/stat`, in seconds (100 ticks a second on Linux x86_64).
+fn segundos_de_cpu(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: count fields after the last `)`.
+    let depois = &stat[stat.rfind(')')? + 1..];
+    let campos: Vec<&str> = depois.split_whitespace().collect();
+    let utime: f64 = campos.get(11)?.parse().ok()?;
+    let stime: f64 = campos.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}

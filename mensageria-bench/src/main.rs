@@ -7,12 +7,16 @@
 //! ```
 //!
 //! Needs PostgreSQL at `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
-//! each section works in a schema of its own, dropped at the end. Writes `BENCHMARKS.md`.
+//! each section works in a schema of its own, dropped at the end. The JetStream section
+//! (`--so nats`) also needs nats-server with JetStream at `NATS_URL` (default
+//! `nats://127.0.0.1:4222`) and uses a stream of each run's own, deleted at its end. Writes
+//! `BENCHMARKS.md`.
 
 mod ambiente;
 mod carga;
 mod enfileirar;
 mod estatistica;
+mod jetstream;
 mod ponta_a_ponta;
 mod receptor;
 mod reivindicacao;
@@ -57,6 +61,9 @@ enum Secao {
     Reivindicacao,
     /// The ordered claim next to the unordered one (in `reivindicacao.rs`).
     Ordem,
+    /// End-to-end through NATS JetStream, 1 and 2 receiving apps, beside the HTTP path in the
+    /// same repetitions (in `jetstream.rs`; needs nats-server at `NATS_URL`).
+    Nats,
 }
 
 /// What limits the targets this machine misses, measured or reasoned from the figures (kept
@@ -66,6 +73,7 @@ const LIMITES: &[&str] = &[
     "Limit, end-to-end: the producers set the ceiling. Each message is the producer's own transaction (BEGIN, business INSERT, `enfileirar`'s INSERT, COMMIT: four round trips against one for the raw-INSERT baseline), so with nothing else running the producers reach about half of the raw rate (enqueue section); the relay's claim and ack, its batch requests and the receptor's transaction per batch (BEGIN, one dedup statement, the effect's INSERT per event, COMMIT) share the same two cores. A profile of the defaults' run (perf, whole machine, while producing): PostgreSQL about 55% of the CPU, this process about 30% (most of it the kernel's TCP and scheduling: round trips, not our code), about 10% idle. With 16 deliveries in flight (the old default) the relay fell behind the producers; with 128 it keeps up (backlog under a hundred rows when they stop), and doubling that (tuned) does not deliver more.",
     "Limit, burn-down: a relay set up to drain (batch 4096, 4096 in flight, a no-op enviador) claims 4096 rows per UPDATE … RETURNING and acks them in group commits on its one connection, so that connection's PostgreSQL backend, one core, is the limit: every claimed row is a non-HOT update (the due time and the lease owner are indexed), a new entry in each index of the saída, then a delete. A profile (perf, whole machine, 1M rows): PostgreSQL 44% (one of two cores), the relay 12%, 42% idle. With 256-row claims the claim round trips were the limit (10–25k rows/s); four connections do not drain faster (their claims and acks contend for the same index pages). 200k rows/s would need a queue whose claim does not rewrite index entries.",
     "Limit, duplicate cost: a duplicate runs BEGIN and the dedup INSERT … ON CONFLICT (no commit: its transaction is dropped and the rollback leaves with the connection's release) plus the HTTP exchange, against BEGIN, dedup, effect and COMMIT for a first delivery. In batches of 64 a round of duplicates is one dedup statement, but every event is still read, decoded, keyed and answered, and the load generator builds its JSON on the same two cores; a first batch adds 64 effect INSERTs and a commit, hence about 4× and not 5×. A pre-check outside the transaction would make duplicates cheaper but every first delivery dearer, and duplicates are the rare case.",
+    "Limit, JetStream end-to-end: with producers running, the producers set the ceiling on both paths and JetStream keeps up (when they stop, about 20 rows are left in the saída and about 20 events not yet applied; about 24 events per receiving transaction against about 15 over HTTP), but nats-server shares the two cores: about 48 µs of its CPU per event (publish, file store, PubAck, delivery, ack) on top of about 540 µs per event for the whole HTTP path, and the producers lose about that share (0.90×). Draining a backlog, with no producers on the cores, JetStream delivers 1.19× the HTTP path's rate (127 events per receiving transaction against 17; PostgreSQL 104 against 148 µs per event). None of the consumer's or the publisher's settings is the limit: a fetch returns as soon as the pending messages are taken (its 1 s wait is paid only when idle), acks are queued without a round trip, and the relay awaits up to 128 PubAcks at once. A probe with another client at saturation put nats-server at about 10 µs per message to publish with these headers (8.5 with none) and 10 µs to deliver and ack (6 without acks); at the bench's trickle it pays about twice that in wake-ups (41% of its samples in the kernel's scheduler). What would close the gap is nats-server on a host of its own; in mensageria-nats, acking once per batch (AckPolicy::All) would save about 4 µs per event but would settle a nak'd message along with the later ones, so it is not worth it.",
     "Limit, receptor p99: with 16 concurrent clients on 2 cores, the receptor's extra statement (the dedup INSERT), its authentication and its spans put its p99 a few milliseconds over the bare handler's; the medians differ by about one round trip.",
 ];
 
@@ -103,6 +111,7 @@ fn main() {
             Secao::Receptor,
             Secao::Reivindicacao,
             Secao::Ordem,
+            Secao::Nats,
         ]
     } else {
         args.so.clone()
@@ -133,10 +142,14 @@ fn main() {
         if secoes.contains(&Secao::Ordem) {
             reivindicacao::medir_ordem(&mut rel, &p).await;
         }
+        if secoes.contains(&Secao::Nats) {
+            jetstream::medir(&mut rel, &p).await;
+        }
         rel.nota("Everything runs on one machine: PostgreSQL, the producers, the relay, the receptor and the load generator share its cores, so absolute rates are lower than on separate hosts; the ratios are what the targets check.");
         rel.nota("Enqueue overhead: TRUNCATE between repetitions keeps the saída from growing across runs; the relay is not running in that section.");
         rel.nota("End-to-end: one relay (pool of 8; library defaults: batch 128, 128 deliveries in flight; tuned: twice that) posts over HTTP/1.1 to a receptor (pool of 16) on the same PostgreSQL, the deliveries of one claim together in batch requests; the delivered rate counts every message produced in the timed run until the saída is empty, so a relay that falls behind pays for the backlog it leaves.");
         rel.nota("Latency: 4 paced producers; the clock starts when `commit` returns to the producer and stops when the receptor has committed and answered 200.");
+        rel.nota("JetStream: the sending app's producers and relay (pool of 8, library defaults, `Publicador` on a NATS connection of its own) in one schema; each receiving app in a schema of its own (pool of 4, its own NATS connection), consuming through `Consumidor` with library defaults (batch 128, fetch wait 1 s, ack wait 30 s); a file-backed stream per timed run (deleted at its end) on the machine's nats-server. The effect is one INSERT into a table without a unique constraint, so an event applied twice would be a second row: lost and twice are counted per app and asserted 0. In each repetition the HTTP path (library defaults, as in section 2) runs beside them, the order rotating, so each ratio pairs runs seconds apart. Draining starts the relay only when the producers stop: the delivery path alone. CPU per event: user + system time of this process, of every PostgreSQL process and of every nats-server over the run, divided by the events (other load on the machine counts too).");
         rel.nota("Claim: rows claimed are then deleted outside the timing, so each claim leaves dead index entries behind like real deliveries; autovacuum is off for the table to keep the dead rows in place.");
         for limite in LIMITES {
             rel.nota(*limite);

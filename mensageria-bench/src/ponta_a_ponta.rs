@@ -17,13 +17,13 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::Parametros;
-use crate::ambiente::Pg;
-use crate::carga::{TOKEN, contar, esperar, insert_cru, negocio_pg, servir, vazao};
+use crate::ambiente::{Cpu, Pg};
+use crate::carga::{TOKEN, contar, esperar, insert_cru, negocio_pg, reservar, servir, vazao};
 use crate::estatistica::percentil;
 use crate::relatorio::{Relatorio, fmt};
 
-/// Producer clients of the throughput run.
-const PRODUTORES: usize = 8;
+/// Producer clients of the throughput run (the JetStream section uses as many).
+pub(crate) const PRODUTORES: usize = 8;
 
 /// When each message committed and when its effect did; the latencies seen.
 #[derive(Default)]
@@ -79,7 +79,7 @@ async fn cronometrar(pedido: Request, proximo: Next) -> Response {
 
 /// How the relay is set up.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Perfil {
+pub(crate) enum Perfil {
     /// `Config::new` and `Destino::new` as they come: what a user gets.
     Padrao,
     /// Twice the defaults: batch 256, 256 deliveries in flight, 256 idle HTTP connections; it
@@ -94,6 +94,21 @@ impl Perfil {
             Perfil::Ajustado => "tuned: batch 256, 256 in flight",
         }
     }
+}
+
+/// What one timed end-to-end run saw.
+pub(crate) struct Rodada {
+    /// Producer transactions per second.
+    pub(crate) produzidas: f64,
+    /// Effects committed per second, from the producers' start until the saída was empty.
+    pub(crate) entregues: f64,
+    /// Rows in the saída when the producers stopped.
+    pub(crate) backlog: f64,
+    /// Events per receiving transaction, on average (effects that share a transaction share
+    /// its `now()`).
+    pub(crate) por_transacao: f64,
+    /// CPU per delivered message, in microseconds.
+    pub(crate) cpu: Cpu,
 }
 
 /// The sender, the receptor and their database.
@@ -154,6 +169,54 @@ impl Bancada {
         assert!(vazia, "the saída did not drain within 120 s");
     }
 
+    /// One timed run with the relay set up as `perfil`: `PRODUTORES` producers for `duracao`,
+    /// then counted until the saída is empty (a relay that falls behind pays for the backlog it
+    /// leaves). With `drenar`, the relay starts only when the producers stop, and the clock
+    /// with it: the rate of the delivery path alone, on a backlog.
+    pub(crate) async fn rodada(&self, perfil: Perfil, duracao: Duration, drenar: bool) -> Rodada {
+        let mut relay = None;
+        if !drenar {
+            relay = Some(self.relay(perfil, true).await);
+        }
+        let antes = contar(&self.leitura, "SELECT count(*) FROM efeito").await;
+        let n0 = reservar(0);
+        let mut cpu_antes = Cpu::agora();
+        let mut inicio = Instant::now();
+        let pool = self.produtores.clone();
+        let produzidas = vazao(PRODUTORES, duracao, move || negocio_pg(pool.clone(), true)).await;
+        let n1 = reservar(0);
+        let relay = match relay {
+            Some(relay) => relay,
+            None => {
+                let relay = self.relay(perfil, true).await;
+                (cpu_antes, inicio) = (Cpu::agora(), Instant::now());
+                relay
+            }
+        };
+        let backlog = contar(&self.leitura, "SELECT count(*) FROM mensageria_saida").await;
+        self.esperar_vazia().await;
+        let segundos = inicio.elapsed().as_secs_f64();
+        let cpu = Cpu::agora();
+        let depois = contar(&self.leitura, "SELECT count(*) FROM efeito").await;
+        relay.shutdown(Duration::from_secs(10)).await;
+        let (efeitos, transacoes): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(DISTINCT recebido_em) FROM efeito WHERE n >= $1 AND n < $2",
+        )
+        .bind(n0)
+        .bind(n1)
+        .fetch_one(&self.leitura)
+        .await
+        .expect("count the receptor's transactions");
+        let entregues = depois - antes;
+        Rodada {
+            produzidas,
+            entregues: entregues as f64 / segundos,
+            backlog: backlog as f64,
+            por_transacao: efeitos as f64 / transacoes.max(1) as f64,
+            cpu: cpu.por(cpu_antes, entregues as f64),
+        }
+    }
+
     pub(crate) async fn descartar(self) {
         self.produtores.close().await;
         self.leitura.close().await;
@@ -177,25 +240,10 @@ pub(crate) async fn vazao_de_ponta_a_ponta(
         let pool = b.produtores.clone();
         bases.push(vazao(PRODUTORES, p.duracao, move || insert_cru(pool.clone())).await);
         for (n, perfil) in perfis.into_iter().enumerate() {
-            let relay = b.relay(perfil, true).await;
-            let antes = contar(&b.leitura, "SELECT count(*) FROM efeito").await;
-            let inicio = Instant::now();
-            let pool = b.produtores.clone();
-            produzidas[n].push(
-                vazao(PRODUTORES, p.duracao, move || {
-                    negocio_pg(pool.clone(), true)
-                })
-                .await,
-            );
-            backlogs[n]
-                .push(contar(&b.leitura, "SELECT count(*) FROM mensageria_saida").await as f64);
-            // Counted until every message is applied: a relay that falls behind pays for the
-            // backlog it leaves.
-            b.esperar_vazia().await;
-            let segundos = inicio.elapsed().as_secs_f64();
-            let depois = contar(&b.leitura, "SELECT count(*) FROM efeito").await;
-            entregues[n].push((depois - antes) as f64 / segundos);
-            relay.shutdown(Duration::from_secs(10)).await;
+            let rodada = b.rodada(perfil, p.duracao, false).await;
+            produzidas[n].push(rodada.produzidas);
+            entregues[n].push(rodada.entregues);
+            backlogs[n].push(rodada.backlog);
         }
     }
     let base = rel.medir(
