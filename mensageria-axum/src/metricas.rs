@@ -99,6 +99,11 @@ pub fn descrever() {
         Unit::Seconds,
         "Enqueue to delivery, measured at delivery (label tipo)"
     );
+    describe_histogram!(
+        "mensageria_effect_lag_seconds",
+        Unit::Seconds,
+        "Enqueue (the message id's UUIDv7) to the receptor's commit, measured at commit, applied events only (label tipo)"
+    );
     describe_gauge!(
         "mensageria_backlog",
         Unit::Count,
