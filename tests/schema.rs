@@ -54,7 +54,7 @@ nos_dois_bancos! {
             .await
             .unwrap();
         match verificar_schema(&db.pool).await.unwrap_err() {
-            Erro::SchemaDesatualizado { aplicada, esperada } => assert_eq!((aplicada, esperada), (4 - 1000, 4)),
+            Erro::SchemaDesatualizado { aplicada, esperada } => assert_eq!((aplicada, esperada), (5 - 1000, 5)),
             outro => panic!("expected SchemaDesatualizado, got {outro:?}"),
         }
     }

@@ -363,6 +363,22 @@ impl IntoResponse for Desfecho {
     }
 }
 
+/// Records `mensageria_effect_lag_seconds` for an event of `tipo` whose effect has just
+/// committed: its age, from the enqueue instant its UUIDv7 message id carries (the sender's
+/// clock) to now (this receiver's clock). An id without a timestamp records nothing; a negative
+/// age (clocks apart) records 0.
+pub(crate) fn atraso_do_efeito(tipo: &'static str, id: uuid::Uuid) {
+    let Some((segundos, nanos)) = id.get_timestamp().map(|t| t.to_unix()) else {
+        return;
+    };
+    let enfileirada = std::time::UNIX_EPOCH + std::time::Duration::new(segundos, nanos);
+    let idade = std::time::SystemTime::now()
+        .duration_since(enfileirada)
+        .unwrap_or_default();
+    metrics::histogram!("mensageria_effect_lag_seconds", "tipo" => tipo)
+        .record(idade.as_secs_f64());
+}
+
 #[cfg(test)]
 mod testes {
     use super::*;

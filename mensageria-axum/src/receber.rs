@@ -10,13 +10,14 @@ use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 use mensageria_core::correlacao;
 use mensageria_core::operacoes::{self, Recebida};
+use mensageria_core::rastreamento::ContextoRastreamento;
 use mensageria_core::sqlx::Transaction;
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::cloudevents;
-use crate::desfecho::Desfecho;
+use crate::desfecho::{Desfecho, atraso_do_efeito};
 use crate::{Estado, Receptor, Rejeicao};
 
 /// The longest request id kept; longer ones are replaced by a fresh one.
@@ -74,6 +75,9 @@ async fn responder<R: Receptor>(
         .filter(|v| id_aceitavel(v))
         .map(str::to_owned)
         .unwrap_or_else(|| id_pedido.to_owned());
+    let rastreamento = ContextoRastreamento::de_cabecalhos(|nome| {
+        pedido.headers().get(nome).and_then(|v| v.to_str().ok())
+    });
 
     // 2. and 3. How much and in what form.
     let corpo = ler_corpo(pedido, estado.config.limite_corpo, R::TIPO, id_pedido).await?;
@@ -99,12 +103,21 @@ async fn responder<R: Receptor>(
         id_mensagem = ?id_mensagem,
         chave = %chave.como_texto(),
     );
+    // The sender's trace goes on here: the function and its effect belong to it.
+    if let Some(rastreamento) = &rastreamento {
+        rastreamento.continuar(&span);
+    }
     let resultado = aplicar::<R>(&estado, recebida, evento, correlacao_id);
     match resultado.instrument(span).await? {
-        Resultado::Aplicado => Ok(Desfecho::Aplicado {
-            tipo: R::TIPO,
-            id_pedido: id_pedido.to_owned(),
-        }),
+        Resultado::Aplicado => {
+            if let Some(id) = id_mensagem {
+                atraso_do_efeito(R::TIPO, id);
+            }
+            Ok(Desfecho::Aplicado {
+                tipo: R::TIPO,
+                id_pedido: id_pedido.to_owned(),
+            })
+        }
         Resultado::Duplicado => Ok(Desfecho::Duplicado {
             tipo: R::TIPO,
             id_pedido: id_pedido.to_owned(),

@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use mensageria_core::correlacao;
 use mensageria_core::operacoes::{self, Recebida};
+use mensageria_core::rastreamento::ContextoRastreamento;
 use mensageria_core::sqlx::{Acquire, Pool, Transaction};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -38,9 +39,23 @@ pub struct Entrada<'a> {
     /// The correlation id it was enqueued with, if any.
     #[serde(default)]
     pub correlacao: Option<String>,
+    /// The W3C `traceparent` it was enqueued under, if any: the event's span continues that
+    /// trace (feature `otel`). An invalid one is ignored.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+    /// Its `tracestate`, if any.
+    #[serde(default)]
+    pub tracestate: Option<String>,
     /// The payload (JSON).
     #[serde(borrow)]
     pub payload: &'a RawValue,
+}
+
+impl Entrada<'_> {
+    /// Its trace context, if it carries a valid one.
+    pub fn rastreamento(&self) -> Option<ContextoRastreamento> {
+        ContextoRastreamento::new(self.traceparent.as_deref()?, self.tracestate.as_deref())
+    }
 }
 
 /// What a transport does with one event's outcome: the rule the relay applies to a receptor's
@@ -113,7 +128,13 @@ const LIMITE_PAYLOAD: usize = 1024 * 1024;
 /// use mensageria_core::serde_json::value::RawValue;
 ///
 /// let payload = RawValue::from_string(r#"{"n": 1}"#.to_owned()).unwrap();
-/// let entradas = [Entrada { id: mensageria_core::uuid::Uuid::now_v7(), correlacao: None, payload: &payload }];
+/// let entradas = [Entrada {
+///     id: mensageria_core::uuid::Uuid::now_v7(),
+///     correlacao: None,
+///     traceparent: None,
+///     tracestate: None,
+///     payload: &payload,
+/// }];
 /// for veredito in recepcao::aplicar::<R>(&pool, &entradas).await {
 ///     match veredito {
 ///         Veredito::Confirmar { .. } => { /* ack */ }
@@ -204,6 +225,8 @@ pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
         let entradas = [Entrada {
             id: morta.id_mensagem,
             correlacao: morta.correlacao.clone(),
+            traceparent: None,
+            tracestate: None,
             payload,
         }];
         let Some(aplicacao) = (receptor.aplicar)(pool as &dyn Any, &entradas) else {
@@ -265,9 +288,16 @@ pub(crate) async fn aplicar_lote<R: Receptor>(
             desfechos[posicao] = Some(desfecho);
         }
     }
-    desfechos
-        .into_iter()
-        .map(|d| d.unwrap_or(Desfecho::BancoIndisponivel))
+    eventos
+        .iter()
+        .zip(desfechos)
+        .map(|(evento, desfecho)| {
+            let desfecho = desfecho.unwrap_or(Desfecho::BancoIndisponivel);
+            if matches!(desfecho, Desfecho::Aplicado { .. }) {
+                crate::desfecho::atraso_do_efeito(R::TIPO, evento.id);
+            }
+            desfecho
+        })
         .collect()
 }
 
@@ -519,11 +549,17 @@ fn correlacao_de(origem: &Entrada<'_>) -> String {
         .unwrap_or_else(|| origem.id.to_string())
 }
 
+/// The span of one event's work (its function and effect): a child of the trace the event was
+/// enqueued in, when it carries one, so each event of a batch is attributed to its own trace.
 fn span_do_evento<R: Receptor>(origem: &Entrada<'_>, chave: &str) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "mensageria.receptor",
         tipo = R::TIPO,
         id_mensagem = %origem.id,
         chave = %chave,
-    )
+    );
+    if let Some(rastreamento) = origem.rastreamento() {
+        rastreamento.continuar(&span);
+    }
+    span
 }

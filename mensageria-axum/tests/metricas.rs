@@ -157,6 +157,26 @@ async fn rota_mostra_os_contadores_depois_de_uma_entrega() {
         texto.contains("# HELP mensageria_delivered_total"),
         "{texto}"
     );
+    // The effect's lag: one sample, for the applied event only (not the duplicate), no older
+    // than this test, and described.
+    assert_eq!(
+        valor(format!(
+            "mensageria_effect_lag_seconds_count{{tipo=\"{TIPO}\"}}"
+        )),
+        Some(1.0),
+        "{texto}"
+    );
+    assert!(
+        valor(format!(
+            "mensageria_effect_lag_seconds_sum{{tipo=\"{TIPO}\"}}"
+        ))
+        .is_some_and(|segundos| (0.0..20.0).contains(&segundos)),
+        "{texto}"
+    );
+    assert!(
+        texto.contains("# HELP mensageria_effect_lag_seconds"),
+        "{texto}"
+    );
     // The effect ran once for the two deliveries.
     let efeitos: i64 = mensageria_core::sqlx::query_scalar("SELECT count(*) FROM efeito")
         .fetch_one(&pool)

@@ -4,7 +4,9 @@
 use crate::ContextoEnvio;
 
 /// The CloudEvents 1.0 attributes of a delivery, as the HTTP binding's binary mode writes them
-/// (header name, value), `ce-time` only when the message id carries a timestamp. Every
+/// (header name, value), `ce-time` only when the message id carries a timestamp, and
+/// `ce-traceparent`/`ce-tracestate` (the distributed-tracing extension) only when the message
+/// was enqueued in a trace ([`crate::rastreamento`]). Every
 /// transport sends these: `Destino` as HTTP headers, a broker publisher as message headers.
 ///
 /// ```
@@ -26,6 +28,14 @@ pub fn atributos(ctx: &ContextoEnvio) -> Vec<(&'static str, String)> {
     ];
     if let Some(instante) = enfileirada_em(ctx.id_mensagem()) {
         atributos.push(("ce-time", instante));
+    }
+    // The distributed-tracing extension: the same context the W3C headers carry, as event
+    // attributes, for a consumer that reads only the event.
+    if let Some(rastreamento) = ctx.rastreamento() {
+        atributos.push(("ce-traceparent", rastreamento.traceparent().to_owned()));
+        if let Some(estado) = rastreamento.tracestate() {
+            atributos.push(("ce-tracestate", estado.to_owned()));
+        }
     }
     atributos
 }

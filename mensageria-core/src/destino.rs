@@ -53,7 +53,9 @@
 //! token.
 //!
 //! Each request carries `x-request-id` (the message id, stable across redeliveries),
-//! `x-mensageria-tipo`, `x-mensageria-tentativa` and `x-correlation-id`.
+//! `x-mensageria-tipo`, `x-mensageria-tentativa` and `x-correlation-id`; a message enqueued
+//! in a trace also carries W3C Trace Context's `traceparent` and `tracestate` (see
+//! [`crate::rastreamento`]), and, in a batch, each event its own.
 //!
 //! # Batches
 //!
@@ -86,6 +88,7 @@
 //! | `ce-type` | the tipo |
 //! | `ce-source` | the sending app's name ([`ContextoEnvio::app`]; `mensageria` in a context built by hand without one) |
 //! | `ce-time` | when the message was enqueued, RFC 3339 in UTC with milliseconds |
+//! | `ce-traceparent`, `ce-tracestate` | the distributed-tracing extension: the trace context it was enqueued under, when there was one (the same values as `traceparent`/`tracestate`) |
 //!
 //! `ce-time` is read from the message id, a UUIDv7 made at enqueue, whose timestamp is the
 //! enqueue instant to the millisecond (the saída's `criada_em` is the same instant by the
@@ -274,6 +277,9 @@ impl Destino {
             .header("x-mensageria-tentativa", ctx.tentativa().to_string())
             .header("x-correlation-id", ctx.correlacao());
         for (nome, valor) in crate::cloudevents::atributos(ctx) {
+            pedido = pedido.header(nome, valor);
+        }
+        for (nome, valor) in ctx.rastreamento().into_iter().flat_map(|r| r.cabecalhos()) {
             pedido = pedido.header(nome, valor);
         }
         pedido = pedido.body(corpo);

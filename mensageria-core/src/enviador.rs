@@ -17,6 +17,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
+use crate::rastreamento::ContextoRastreamento;
+
 /// An event type with its tipo declared next to it: what a contracts crate shares.
 ///
 /// Implemented by `#[evento(tipo = "...")]` on a struct or an enum, never by hand. A type of a
@@ -164,6 +166,7 @@ pub struct ContextoEnvio {
     correlacao: Option<String>,
     app: Option<String>,
     chave_ordem: Option<String>,
+    rastreamento: Option<ContextoRastreamento>,
     recursos: Recursos,
 }
 
@@ -178,6 +181,7 @@ impl ContextoEnvio {
             correlacao: None,
             app: None,
             chave_ordem: None,
+            rastreamento: None,
             recursos: Recursos::default(),
         }
     }
@@ -212,6 +216,19 @@ impl ContextoEnvio {
     /// of a key at a time, and a broker transport keeps them in one ordered lane.
     pub fn chave_ordem(&self) -> Option<&str> {
         self.chave_ordem.as_deref()
+    }
+
+    /// Sets the W3C trace context the message was enqueued under; the relay sets it.
+    pub fn com_rastreamento(mut self, rastreamento: Option<ContextoRastreamento>) -> Self {
+        self.rastreamento = rastreamento;
+        self
+    }
+
+    /// The W3C trace context the message was enqueued under (see [`crate::rastreamento`]), if
+    /// any: a `Destino` and a broker transport send it as `traceparent`/`tracestate`; an
+    /// enviador of its own may do the same.
+    pub fn rastreamento(&self) -> Option<&ContextoRastreamento> {
+        self.rastreamento.as_ref()
     }
 
     /// Adds a resource, replacing any earlier one of the same type.
@@ -284,6 +301,7 @@ impl fmt::Debug for ContextoEnvio {
             .field("tentativa", &self.tentativa)
             .field("correlacao", &self.correlacao)
             .field("app", &self.app)
+            .field("rastreamento", &self.rastreamento)
             .finish_non_exhaustive()
     }
 }

@@ -11,6 +11,7 @@
 //! - [`relay`]: the [`Relay`](relay::Relay) that delivers the saída, at least once.
 //! - [`destino`]: the HTTP [`Destino`] enviadores post to (feature `http`).
 //! - [`correlacao`]: the correlation id carried from an enqueue to its deliveries.
+//! - [`rastreamento`]: the W3C trace context carried from an enqueue to the receptor's effect.
 //! - [`operacoes`]: what operators do (replay and discard dead letters, purge dedup records, the
 //!   read models behind `mensageria status`, `doctor` and `apps`, the backlog).
 //! - [`tipo`]: what a valid `tipo` looks like.
@@ -28,6 +29,7 @@ mod erro;
 mod fila;
 pub mod operacoes;
 pub mod ordem;
+pub mod rastreamento;
 pub mod registro;
 pub mod relay;
 pub mod saida;

@@ -33,10 +33,12 @@
 //! ```
 
 use serde::Serialize;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::banco::NovaMensagem;
 use crate::banco::interno::ConexaoInterna;
+use crate::rastreamento::ContextoRastreamento;
 use crate::{Enviador, Erro, Registro, correlacao};
 
 /// What [`enfileirar`] writes through: the caller's transaction, a connection or the pool, on
@@ -284,6 +286,13 @@ impl Saida {
         }
         let id_mensagem = Uuid::now_v7();
         let correlacao = correlacao::atual();
+        // The enqueue is a span of the caller's trace, and the context stored with the message
+        // is this span's: the relay's delivery spans are its children. Outside any trace
+        // nothing is stored (the span alone would start one).
+        let span = tracing::info_span!("mensageria.enfileirar", tipo, %id_mensagem);
+        let rastreamento = ContextoRastreamento::em_rastro()
+            .then(|| span.in_scope(ContextoRastreamento::do_span_atual))
+            .flatten();
         conexao
             .inserir(NovaMensagem {
                 id_mensagem,
@@ -291,7 +300,12 @@ impl Saida {
                 payload: &json,
                 correlacao: correlacao.as_deref(),
                 chave_ordem,
+                traceparent: rastreamento.as_ref().map(ContextoRastreamento::traceparent),
+                tracestate: rastreamento
+                    .as_ref()
+                    .and_then(ContextoRastreamento::tracestate),
             })
+            .instrument(span)
             .await?;
         tracing::debug!(%id_mensagem, tipo, bytes = json.len(), "mensageria: enqueued");
         metrics::counter!("mensageria_enqueued_total", "tipo" => tipo.to_owned()).increment(1);

@@ -510,6 +510,8 @@ fn ler<'m>(mensagem: &'m Message, tipo: &str) -> Result<Entrada<'m>, Veredito> {
     Ok(Entrada {
         id,
         correlacao: cabecalho(mensagem, "x-correlation-id").map(str::to_owned),
+        traceparent: cabecalho(mensagem, "traceparent").map(str::to_owned),
+        tracestate: cabecalho(mensagem, "tracestate").map(str::to_owned),
         payload,
     })
 }

@@ -94,7 +94,8 @@ impl Publicador {
 }
 
 /// `Nats-Msg-Id` (the message id: the stream's dedup key), the CloudEvents attributes, the
-/// correlation id and the content type.
+/// correlation id, the content type, and the W3C trace context when the message was enqueued in
+/// a trace.
 fn cabecalhos(ctx: &ContextoEnvio) -> HeaderMap {
     let mut cabecalhos = HeaderMap::new();
     cabecalhos.insert("Nats-Msg-Id", ctx.id_mensagem().to_string());
@@ -103,6 +104,9 @@ fn cabecalhos(ctx: &ContextoEnvio) -> HeaderMap {
     }
     cabecalhos.insert("x-correlation-id", ctx.correlacao());
     cabecalhos.insert("content-type", "application/json");
+    for (nome, valor) in ctx.rastreamento().into_iter().flat_map(|r| r.cabecalhos()) {
+        cabecalhos.insert(nome, valor);
+    }
     cabecalhos
 }
 

@@ -140,6 +140,10 @@ pub(crate) mod interno {
         pub correlacao: Option<&'a str>,
         /// The ordering key, if the message is ordered (see `crate::saida::enfileirar_ordenado`).
         pub chave_ordem: Option<&'a str>,
+        /// The enqueuing span's W3C `traceparent` (see [`crate::rastreamento`]), if any.
+        pub traceparent: Option<&'a str>,
+        /// Its `tracestate`, if any.
+        pub tracestate: Option<&'a str>,
     }
 
     /// A row the relay has just leased.
@@ -165,6 +169,19 @@ pub(crate) mod interno {
         pub devida_em_ms: i64,
         /// Its ordering key, when it was enqueued with one (a broker transport routes by it).
         pub chave_ordem: Option<String>,
+        /// The W3C trace context it was enqueued under, if any (see [`crate::rastreamento`]).
+        pub traceparent: Option<String>,
+        /// Its `tracestate`, if any.
+        pub tracestate: Option<String>,
+    }
+
+    impl Reivindicada {
+        /// Its trace context, checked again as it leaves the database (a row written by other
+        /// means is never trusted).
+        pub fn rastreamento(&self) -> Option<crate::rastreamento::ContextoRastreamento> {
+            let traceparent = self.traceparent.as_deref()?;
+            crate::rastreamento::ContextoRastreamento::new(traceparent, self.tracestate.as_deref())
+        }
     }
 
     /// What one claim asks for.

@@ -51,7 +51,7 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
          (extract(epoch FROM now() - s.criada_em) * 1000)::int8, \
          CASE WHEN s.chave_ordem IS NULL \
              THEN (extract(epoch FROM alvo.devida_em) * 1000)::int8 ELSE 0 END, \
-         s.chave_ordem";
+         s.chave_ordem, s.traceparent, s.tracestate";
 
 /// The insert of an ordered message. The key's advisory lock (transaction-scoped, in the
 /// two-`int4` key space, so it never meets an application's or the leader's `bigint` lock) is
@@ -60,10 +60,11 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
 /// sequence, so one key's sequence order is its commit order. Only ordered enqueues pay it, and
 /// only against enqueues of the same key (or of a key whose 32-bit hash collides).
 const SQL_INSERIR_ORDENADA: &str = "WITH trava AS ( \
-         SELECT pg_advisory_xact_lock(1836020324, hashtext($5)) \
+         SELECT pg_advisory_xact_lock(1836020324, hashtext($7)) \
      ) \
-     INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
-     SELECT $1, $2, $3::json, $4, $5, nextval('mensageria_ordem_seq') FROM trava";
+     INSERT INTO mensageria_saida \
+         (id_mensagem, tipo, payload, correlacao, traceparent, tracestate, chave_ordem, seq_ordem) \
+     SELECT $1, $2, $3::json, $4, $5, $6, $7, nextval('mensageria_ordem_seq') FROM trava";
 
 /// The schema [`Erro::SchemaInexistente`](crate::Erro::SchemaInexistente) suggests creating:
 /// the first one `search_path` names other than `"$user"`, else the user's own.
@@ -186,8 +187,9 @@ impl BancoInterno for Postgres {
         Box::pin(async move {
             let consulta = match m.chave_ordem {
                 None => sqlx::query(
-                    "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, correlacao) \
-                     VALUES ($1, $2, $3::json, $4)",
+                    "INSERT INTO mensageria_saida \
+                         (id_mensagem, tipo, payload, correlacao, traceparent, tracestate) \
+                     VALUES ($1, $2, $3::json, $4, $5, $6)",
                 ),
                 Some(_) => sqlx::query(SQL_INSERIR_ORDENADA),
             };
@@ -195,7 +197,9 @@ impl BancoInterno for Postgres {
                 .bind(m.id_mensagem)
                 .bind(m.tipo)
                 .bind(m.payload)
-                .bind(m.correlacao);
+                .bind(m.correlacao)
+                .bind(m.traceparent)
+                .bind(m.tracestate);
             let consulta = match m.chave_ordem {
                 None => consulta,
                 Some(chave) => consulta.bind(chave),
@@ -223,6 +227,8 @@ impl BancoInterno for Postgres {
                 i64,
                 i64,
                 Option<String>,
+                Option<String>,
+                Option<String>,
             ),
         >(SQL_REIVINDICAR)
         .persistent(false)
@@ -248,6 +254,8 @@ impl BancoInterno for Postgres {
                     idade_ms,
                     devida_em_ms,
                     chave_ordem,
+                    traceparent,
+                    tracestate,
                 )| {
                     Reivindicada {
                         id,
@@ -259,6 +267,8 @@ impl BancoInterno for Postgres {
                         idade_ms,
                         devida_em_ms,
                         chave_ordem,
+                        traceparent,
+                        tracestate,
                     }
                 },
             )
@@ -442,18 +452,19 @@ impl BancoInterno for Postgres {
             "WITH morta AS ( \
                  DELETE FROM mensageria_saida WHERE id = $1 AND lease_token = $2 \
                  RETURNING id_mensagem, tipo, payload, correlacao, criada_em, tentativas, \
-                     chave_ordem, seq_ordem \
+                     chave_ordem, seq_ordem, traceparent, tracestate \
              ) \
              INSERT INTO mensageria_mortas \
                  (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app, \
-                  chave_ordem, seq_ordem) \
+                  chave_ordem, seq_ordem, traceparent, tracestate) \
              SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4, \
-                 chave_ordem, seq_ordem \
+                 chave_ordem, seq_ordem, traceparent, tracestate \
              FROM morta \
              ON CONFLICT (id_mensagem) DO UPDATE SET \
                  morta_em = now(), tentativas = EXCLUDED.tentativas, \
                  ultimo_erro = EXCLUDED.ultimo_erro, chave_ordem = EXCLUDED.chave_ordem, \
-                 seq_ordem = EXCLUDED.seq_ordem",
+                 seq_ordem = EXCLUDED.seq_ordem, traceparent = EXCLUDED.traceparent, \
+                 tracestate = EXCLUDED.tracestate",
         )
         .persistent(false)
         .bind(id)
@@ -513,11 +524,13 @@ impl BancoInterno for Postgres {
                  DELETE FROM mensageria_mortas \
                  WHERE ($1::uuid IS NULL OR id_mensagem = $1) AND ($2::text IS NULL OR tipo = $2) \
                  RETURNING id_mensagem, tipo, payload, correlacao, criada_em, chave_ordem, \
-                     seq_ordem \
+                     seq_ordem, traceparent, tracestate \
              ) \
              INSERT INTO mensageria_saida \
-                 (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
-             SELECT id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem FROM volta",
+                 (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem, traceparent, \
+                  tracestate) \
+             SELECT id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem, traceparent, \
+                 tracestate FROM volta",
         )
         .bind(id_mensagem)
         .bind(tipo)

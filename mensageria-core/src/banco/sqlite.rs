@@ -105,8 +105,9 @@ impl BancoInterno for Sqlite {
             // enqueue in between. NULL for an unordered one.
             sqlx::query(
                 "INSERT INTO mensageria_saida \
-                     (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?5 IS NULL THEN NULL ELSE 1 + max( \
+                     (id_mensagem, tipo, payload, correlacao, chave_ordem, traceparent, \
+                      tracestate, seq_ordem) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, CASE WHEN ?5 IS NULL THEN NULL ELSE 1 + max( \
                      coalesce((SELECT max(seq_ordem) FROM mensageria_saida \
                          WHERE chave_ordem = ?5), 0), \
                      coalesce((SELECT max(seq_ordem) FROM mensageria_mortas \
@@ -117,6 +118,8 @@ impl BancoInterno for Sqlite {
             .bind(m.payload)
             .bind(m.correlacao)
             .bind(m.chave_ordem)
+            .bind(m.traceparent)
+            .bind(m.tracestate)
             .execute(executor)
             .await
             .map(drop)
@@ -149,7 +152,7 @@ impl BancoInterno for Sqlite {
                  ORDER BY proxima_tentativa_em, id LIMIT $2 \
              ) \
              RETURNING id, id_mensagem, tipo, payload, correlacao, tentativas, \
-                 {AGORA} - criada_em, chave_ordem"
+                 {AGORA} - criada_em, chave_ordem, traceparent, tracestate"
         );
         type Linha = (
             i64,
@@ -159,6 +162,8 @@ impl BancoInterno for Sqlite {
             Option<String>,
             i32,
             i64,
+            Option<String>,
+            Option<String>,
             Option<String>,
         );
         let linhas = sqlx::query_as::<_, Linha>(sqlx::AssertSqlSafe(sql))
@@ -182,6 +187,8 @@ impl BancoInterno for Sqlite {
                     tentativas,
                     idade_ms,
                     chave_ordem,
+                    traceparent,
+                    tracestate,
                 )| {
                     Ok(Reivindicada {
                         id,
@@ -195,6 +202,8 @@ impl BancoInterno for Sqlite {
                         idade_ms,
                         devida_em_ms: 0,
                         chave_ordem,
+                        traceparent,
+                        tracestate,
                     })
                 },
             )
@@ -392,14 +401,15 @@ impl BancoInterno for Sqlite {
         let sql = format!(
             "INSERT INTO mensageria_mortas \
                  (id_mensagem, tipo, payload, correlacao, criada_em, tentativas, ultimo_erro, app, \
-                  chave_ordem, seq_ordem) \
+                  chave_ordem, seq_ordem, traceparent, tracestate) \
              SELECT id_mensagem, tipo, payload, correlacao, criada_em, tentativas, $3, $4, \
-                 chave_ordem, seq_ordem \
+                 chave_ordem, seq_ordem, traceparent, tracestate \
              FROM mensageria_saida WHERE id = $1 AND lease_token = $2 \
              ON CONFLICT (id_mensagem) DO UPDATE SET \
                  morta_em = {AGORA}, tentativas = excluded.tentativas, \
                  ultimo_erro = excluded.ultimo_erro, chave_ordem = excluded.chave_ordem, \
-                 seq_ordem = excluded.seq_ordem"
+                 seq_ordem = excluded.seq_ordem, traceparent = excluded.traceparent, \
+                 tracestate = excluded.tracestate"
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
@@ -468,8 +478,10 @@ impl BancoInterno for Sqlite {
         let filtro = "($1 IS NULL OR id_mensagem = $1) AND ($2 IS NULL OR tipo = $2)";
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO mensageria_saida \
-                 (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem) \
-             SELECT id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem \
+                 (id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem, traceparent, \
+                  tracestate) \
+             SELECT id_mensagem, tipo, payload, correlacao, chave_ordem, seq_ordem, traceparent, \
+                 tracestate \
              FROM mensageria_mortas WHERE {filtro}"
         )))
         .bind(&id)

@@ -154,6 +154,12 @@ struct PedidoLote<'a> {
 struct EventoLote<'a> {
     id: Uuid,
     correlacao: String,
+    /// Each event's own trace context: a batch carries as many traces as it has events. Left
+    /// out when there is none, so a receptor of a version before it never sees the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracestate: Option<&'a str>,
     payload: &'a RawValue,
 }
 
@@ -437,6 +443,8 @@ impl Destino {
                 .map(|p| EventoLote {
                     id: p.ctx.id_mensagem(),
                     correlacao: p.ctx.correlacao(),
+                    traceparent: p.ctx.rastreamento().map(|r| r.traceparent()),
+                    tracestate: p.ctx.rastreamento().and_then(|r| r.tracestate()),
                     payload: &p.payload,
                 })
                 .collect(),

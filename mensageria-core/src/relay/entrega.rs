@@ -16,6 +16,7 @@ use super::instancia::Leases;
 use super::{Config, Rodada};
 use crate::banco::Reivindicada;
 use crate::enviador::Recursos;
+use crate::rastreamento::ContextoRastreamento;
 use crate::{Banco, ContextoEnvio, FalhaEnvio, Registro};
 
 /// How one delivery ended.
@@ -151,6 +152,11 @@ impl<DB: Banco> Entrega<DB> {
             tentativa = self.linha.tentativas,
             app = %self.config.app,
         );
+        // A child of the span that enqueued the message: one business event is one trace, and
+        // each redelivery is one more delivery span in it.
+        if let Some(rastreamento) = self.linha.rastreamento() {
+            rastreamento.continuar(&span);
+        }
         async move {
             let resultado = enviar(&self.config, self.recursos.clone(), &self.linha).await;
             // Whether the tipo's circuit was open when this delivery ended: then this was a probe
@@ -308,6 +314,9 @@ async fn enviar(
         .com_correlacao(linha.correlacao.clone())
         .com_app(config.app.clone())
         .com_chave_ordem(linha.chave_ordem.clone())
+        // What the destination continues: this delivery span's context (the receptor's span is
+        // its child), else, without OpenTelemetry here, the one stored with the message, passed on.
+        .com_rastreamento(ContextoRastreamento::do_span_atual().or_else(|| linha.rastreamento()))
         .com_recursos(recursos);
     let duplicar = config.ensaio.duplicar;
     let tarefa = tokio::spawn(

@@ -1,0 +1,9 @@
+-- mensageria schema, version 5 (SQLite): W3C trace context carried with each message.
+
+-- The enqueuing span's `traceparent` and `tracestate` (feature `otel`), continued by the
+-- relay's delivery span and sent with the message; NULL when no trace was active. Kept with a
+-- dead letter, so a replayed one continues its trace.
+ALTER TABLE mensageria_saida ADD COLUMN traceparent TEXT;
+ALTER TABLE mensageria_saida ADD COLUMN tracestate TEXT;
+ALTER TABLE mensageria_mortas ADD COLUMN traceparent TEXT;
+ALTER TABLE mensageria_mortas ADD COLUMN tracestate TEXT;
