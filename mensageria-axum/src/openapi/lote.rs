@@ -76,6 +76,21 @@ pub(super) fn esquema_pedido(limite: LimiteLote) -> RefOr<Schema> {
             )),
         )
         .property(
+            "traceparent",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+                .description(Some(
+                    "W3C Trace Context `traceparent` of the delivery this event belongs to: the \
+                     event's work continues that trace (ignored when invalid)",
+                )),
+        )
+        .property(
+            "tracestate",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+                .description(Some("W3C Trace Context `tracestate` that goes with `traceparent`")),
+        )
+        .property(
             "payload",
             ObjectBuilder::new()
                 .schema_type(SchemaType::AnyValue)
