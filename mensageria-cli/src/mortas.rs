@@ -63,6 +63,8 @@ struct Morta {
     morta_em: String,
     #[serde(rename = "dead_ago_ms")]
     morta_ha_ms: i64,
+    /// The W3C `traceparent` it was enqueued under: its trace in the tracing backend.
+    traceparent: Option<String>,
     /// The payload byte for byte as enqueued (no key reordering, no number rounding).
     payload: Box<serde_json::value::RawValue>,
 }
@@ -74,13 +76,19 @@ impl Relatorio for Morta {
         let payload = escapar_exceto_quebras(self.payload.get());
         format!(
             "message id   {}\ntipo         {}\nattempts     {}\nlast error   {}\napp          {}\n\
-             correlation  {}\ncreated      {}\ndead since   {} ({} ago)\npayload\n{payload}\n",
+             correlation  {}\ntrace        {}\ncreated      {}\ndead since   {} ({} ago)\n\
+             payload\n{payload}\n",
             escapar(&self.id_mensagem),
             escapar(&self.tipo),
             self.tentativas,
             escapar(&self.ultimo_erro),
             escapar(self.app.as_deref().unwrap_or("-")),
             escapar(self.correlacao.as_deref().unwrap_or("-")),
+            // The trace id: what the tracing backend is searched by.
+            self.traceparent
+                .as_deref()
+                .and_then(|t| t.get(3..35))
+                .map_or(std::borrow::Cow::Borrowed("-"), escapar),
             self.criada_em,
             self.morta_em,
             humana_ms(self.morta_ha_ms),
@@ -112,6 +120,7 @@ async fn buscar(conexao: &Conexao, id: Uuid) -> Result<Morta, ErroCli> {
         criada_em: rfc3339(morta.criada_em_ms),
         morta_em: rfc3339(morta.morta_em_ms),
         morta_ha_ms: morta.morta_ha_ms,
+        traceparent: morta.traceparent,
         payload: serde_json::value::RawValue::from_string(payload.clone()).unwrap_or_else(|_| {
             // Not JSON (cannot happen for rows the saída wrote): show it as a JSON string.
             serde_json::value::to_raw_value(&payload).expect("a string serializes")

@@ -143,6 +143,9 @@ pub struct Morta {
     pub morta_ha_ms: i64,
     /// The payload, JSON text byte for byte as enqueued.
     pub payload: String,
+    /// The W3C `traceparent` it was enqueued under, if any: its trace in the tracing backend
+    /// (see [`crate::rastreamento`]); a replay continues that trace.
+    pub traceparent: Option<String>,
 }
 
 /// One dead letter as a list shows it: [`Morta`] without its payload and correlation id.

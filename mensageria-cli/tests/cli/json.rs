@@ -101,6 +101,7 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "created_at",
                 "dead_at",
                 "dead_ago_ms",
+                "traceparent",
                 "payload",
             ]),
         ),

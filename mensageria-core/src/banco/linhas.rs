@@ -136,7 +136,7 @@ pub(crate) fn mortas_listadas<Id>(
 }
 
 /// `id_mensagem, tipo, tentativas, ultimo_erro, app, correlacao, criada_em_ms, morta_em_ms,
-/// morta_ha_ms, payload`.
+/// morta_ha_ms, payload, traceparent`.
 pub(crate) type LinhaMorta<Id> = (
     Id,
     String,
@@ -148,6 +148,7 @@ pub(crate) type LinhaMorta<Id> = (
     i64,
     i64,
     String,
+    Option<String>,
 );
 
 pub(crate) fn morta<Id>(
@@ -167,6 +168,7 @@ pub(crate) fn morta<Id>(
                 morta_em_ms,
                 morta_ha_ms,
                 payload,
+                traceparent,
             )| {
                 Ok(Morta {
                     id_mensagem: id(id_mensagem)?,
@@ -179,6 +181,7 @@ pub(crate) fn morta<Id>(
                     morta_em_ms,
                     morta_ha_ms: morta_ha_ms.max(0),
                     payload,
+                    traceparent,
                 })
             },
         )

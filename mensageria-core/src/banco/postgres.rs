@@ -847,7 +847,7 @@ impl BancoInterno for Postgres {
                  CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT), \
                  CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
                      - CAST(extract(epoch FROM morta_em) * 1000 AS BIGINT) AS BIGINT), \
-                 payload::text \
+                 payload::text, traceparent \
              FROM mensageria_mortas WHERE id_mensagem = $1",
         )
         .bind(id_mensagem)

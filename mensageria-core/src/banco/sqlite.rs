@@ -858,7 +858,7 @@ impl BancoInterno for Sqlite {
     ) -> Result<Option<Morta>, sqlx::Error> {
         let sql = format!(
             "SELECT id_mensagem, tipo, CAST(tentativas AS BIGINT), ultimo_erro, app, correlacao, \
-                 criada_em, morta_em, CAST({AGORA} - morta_em AS BIGINT), payload \
+                 criada_em, morta_em, CAST({AGORA} - morta_em AS BIGINT), payload, traceparent \
              FROM mensageria_mortas WHERE id_mensagem = $1"
         );
         let linha: Option<linhas::LinhaMorta<String>> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
