@@ -23,6 +23,12 @@
 //!
 //! `cargo run -p loja --bin demo` runs the three against the local PostgreSQL (schemas of their
 //! own) and the NATS server at `NATS_URL` (a stream of their own).
+//!
+//! With `LOJA_SPANS` naming a file, each service exports its spans there ([`rastreamento`]):
+//! one order is one trace across the three processes, from `POST /pedidos` to the reply's
+//! receptor.
+
+pub mod rastreamento;
 
 pub mod contratos {
     //! The events the two services exchange, each with its tipo declared once next to it: the
@@ -51,6 +57,7 @@ pub mod contratos {
 }
 
 use std::error::Error;
+use std::path::Path;
 use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::{Duration, Instant};
@@ -229,11 +236,32 @@ pub struct Executaveis<'a> {
 /// processes — `pedidos` and `estoque` on a schema of their own, `analise` on another, the
 /// three on a JetStream stream named after that schema — sends `n` orders, waits until every
 /// one is reserved and analysed (or `prazo` passes), stops the three with SIGINT (graceful
-/// shutdown), deletes the stream and the schemas, and returns the counts.
+/// shutdown), deletes the stream and the schemas, and returns the counts. The services inherit
+/// this process's environment (`LOJA_SPANS` included, see [`rastreamento`]).
 pub async fn rodar(
     exes: Executaveis<'_>,
     n: i64,
     prazo: Duration,
+) -> Result<Resultado, Box<dyn Error>> {
+    rodar_com(exes, n, prazo, None).await
+}
+
+/// [`rodar`], with each service exporting its spans to the file `spans` ([`rastreamento`],
+/// `LOJA_SPANS`). The services have stopped when it returns: every span they recorded is there.
+pub async fn rodar_gravando_spans(
+    exes: Executaveis<'_>,
+    n: i64,
+    prazo: Duration,
+    spans: &Path,
+) -> Result<Resultado, Box<dyn Error>> {
+    rodar_com(exes, n, prazo, Some(spans)).await
+}
+
+async fn rodar_com(
+    exes: Executaveis<'_>,
+    n: i64,
+    prazo: Duration,
+    spans: Option<&Path>,
 ) -> Result<Resultado, Box<dyn Error>> {
     let js = jetstream("loja-demo").await?; // fails at once, saying so, when NATS is down
     // Empty schemas: `pedidos` migrates the shared one, `analise` its own.
@@ -257,6 +285,9 @@ pub async fn rodar(
             .env_remove("MENSAGERIA_INSTANCE")
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        if let Some(spans) = spans {
+            comando.env(rastreamento::VARIAVEL, spans);
+        }
         comando
     };
     let estoque = comando(exes.estoque, db.schema())

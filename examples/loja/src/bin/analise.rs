@@ -28,6 +28,7 @@ async fn analisar(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _rastreamento = loja::rastreamento::instalar("analise")?; // when LOJA_SPANS is set
     let pool = loja::pool_do_servico().await?;
     mensageria_core::migrar(&pool).await?; // its own schema: it is the owner
     sqlx::query(

@@ -2,7 +2,8 @@
 //! against the PostgreSQL at `DATABASE_URL` (default: the local server) in schemas of their
 //! own and the NATS server at `NATS_URL` (default: the local one) on a stream of their own,
 //! sends N orders (200 by default) and checks that each got exactly one reservation and exactly
-//! one analysis.
+//! one analysis. With `LOJA_SPANS=<file>`, the services export their spans to that file and the
+//! demo prints the trace of order 1 across the three processes.
 
 use std::time::Duration;
 
@@ -49,5 +50,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("some order was not reserved exactly once and analysed exactly once".into());
     }
     println!("loja: every order reserved exactly once and analysed exactly once");
+    // The services inherited `LOJA_SPANS` and have stopped: their spans are in the file.
+    if let Some(arquivo) = std::env::var_os(loja::rastreamento::VARIAVEL).filter(|a| !a.is_empty())
+    {
+        let spans = loja::rastreamento::ler(arquivo.as_ref())?;
+        let rastro = loja::rastreamento::rastro_do_pedido(&spans, 1)
+            .ok_or("no `POST /pedidos` span of order 1 in LOJA_SPANS' file")?;
+        print!("{}", loja::rastreamento::arvore(&spans, rastro));
+    }
     Ok(())
 }

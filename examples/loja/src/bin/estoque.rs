@@ -38,6 +38,7 @@ async fn reservar(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _rastreamento = loja::rastreamento::instalar("estoque")?; // when LOJA_SPANS is set
     let pool_do_relay = loja::pool_do_servico().await?;
     // Not the owner: wait (bounded, one log line) for `pedidos` to migrate.
     mensageria_core::esperar_schema(&pool_do_relay, Duration::from_secs(60)).await?;

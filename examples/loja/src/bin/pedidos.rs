@@ -31,7 +31,10 @@ async fn reservado(
     Ok(())
 }
 
-/// `POST /pedidos {"id":1,"item":"caneta"}`: the order and its event commit together.
+/// `POST /pedidos {"id":1,"item":"caneta"}`: the order and its event commit together. Its span
+/// is where the order's trace starts: the event carries it to `estoque` and `analise`, and the
+/// reply brings it back.
+#[tracing::instrument(name = "POST /pedidos", skip_all, fields(pedido = pedido.id))]
 async fn criar(
     axum::extract::State(pool): axum::extract::State<PgPool>,
     Json(pedido): Json<PedidoCriado>,
@@ -51,6 +54,7 @@ async fn criar(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _rastreamento = loja::rastreamento::instalar("pedidos")?; // when LOJA_SPANS is set
     let pool_do_relay = loja::pool_do_servico().await?;
     mensageria_core::migrar(&pool_do_relay).await?; // the owner's job
     sqlx::raw_sql(sqlx::AssertSqlSafe(
