@@ -1,7 +1,7 @@
 //! The CloudEvents 1.0 attributes of one delivery (binary mode: one header per attribute),
 //! written once for every transport.
 
-use crate::ContextoEnvio;
+use crate::enviador::ContextoEnvio;
 
 /// The CloudEvents 1.0 attributes of a delivery, as the HTTP binding's binary mode writes them
 /// (header name, value), `ce-time` only when the message id carries a timestamp, and

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// A setting that does not hang together, with what to change. Wrapped in
-/// [`Erro::Configuracao`](crate::Erro::Configuracao) by the calls that check it.
+/// [`Erro::Configuracao`](crate::erro::Erro::Configuracao) by the calls that check it.
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 #[doc(alias = "ConfigError")]

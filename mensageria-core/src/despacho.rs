@@ -59,7 +59,7 @@ pub trait SemEvento {
 
 impl<T> SemEvento for Sonda<T> {}
 
-impl<T: crate::Evento> Sonda<T> {
+impl<T: crate::enviador::Evento> Sonda<T> {
     /// The tipo `T` declares.
     pub const TIPO_EVENTO: Option<&'static str> = Some(T::TIPO);
 }
@@ -87,7 +87,7 @@ mod testes {
     #[derive(serde::Serialize, serde::Deserialize)]
     struct ComTipo;
 
-    impl crate::Evento for ComTipo {
+    impl crate::enviador::Evento for ComTipo {
         const TIPO: &'static str = "pedido.criado";
     }
 

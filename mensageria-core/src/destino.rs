@@ -106,7 +106,9 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION, RETRY_
 use reqwest::{StatusCode, Url};
 use serde::Serialize;
 
-use crate::{ContextoEnvio, Erro, ErroConfiguracao, FalhaEnvio};
+use crate::configuracao::ErroConfiguracao;
+use crate::enviador::{ContextoEnvio, FalhaEnvio};
+use crate::erro::Erro;
 
 /// The most bytes of an answer's body the relay reads (the receptor's answers are ~100 bytes);
 /// the rest is never read.

@@ -3,7 +3,7 @@
 //!
 //! Users never implement [`Enviador`] by hand: `#[enviador(tipo = "...")]` on an async function
 //! implements it for the function's payload type and registers the function in the
-//! [`Registro`](crate::Registro). An [`Evento`] (`#[evento(tipo = "...")]`) is a type whose tipo
+//! [`Registro`](crate::registro::Registro). An [`Evento`] (`#[evento(tipo = "...")]`) is a type whose tipo
 //! is declared next to it, so it can live in a contracts crate shared by sender and receiver.
 
 use std::any::{Any, TypeId};

@@ -7,7 +7,8 @@
 
 use sqlx::Pool;
 
-use crate::{Banco, operacoes};
+use crate::banco::Banco;
+use crate::operacoes;
 
 /// Measures and sets the gauges; a database error only skips this reading.
 pub(crate) async fn publicar<DB: Banco>(pool: &Pool<DB>, tipos: &[&str]) {

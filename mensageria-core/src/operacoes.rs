@@ -45,7 +45,7 @@ use std::time::Duration;
 use sqlx::Pool;
 use uuid::Uuid;
 
-use crate::Banco;
+use crate::banco::Banco;
 
 /// What went wrong in an operation, and what to do about it.
 #[derive(Debug, thiserror::Error)]

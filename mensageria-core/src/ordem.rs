@@ -122,7 +122,7 @@ pub fn chave_ordem<T: ChaveDeOrdem + ?Sized>(valor: &T) -> String {
 /// control character (C0, DEL or C1: a NUL the database would refuse with its own error text,
 /// an ESC, CR or LF that would reach every log line and terminal that prints the key), at most
 /// [`LIMITE_CHAVE_ORDEM`] bytes.
-pub(crate) fn validar(tipo: &str, chave: &str) -> Result<(), crate::Erro> {
+pub(crate) fn validar(tipo: &str, chave: &str) -> Result<(), crate::erro::Erro> {
     let motivo = if chave.trim().is_empty() {
         "it is blank: empty or whitespace only"
     } else if chave.chars().any(char::is_control) {
@@ -132,7 +132,7 @@ pub(crate) fn validar(tipo: &str, chave: &str) -> Result<(), crate::Erro> {
     } else {
         return Ok(());
     };
-    Err(crate::Erro::ChaveOrdemInvalida {
+    Err(crate::erro::Erro::ChaveOrdemInvalida {
         tipo: tipo.to_owned(),
         motivo,
     })

@@ -4,7 +4,7 @@
 //! At [`enfileirar`](crate::enfileirar) the current span's context (`traceparent`,
 //! `tracestate`) is stored in the saída row; the relay's `mensageria.entrega` span continues
 //! it (a child of the enqueuing span, so one business event is one trace, and a redelivery is a
-//! second delivery span in it); [`Destino`](crate::Destino) sends it as the W3C headers and as
+//! second delivery span in it); [`Destino`](crate::destino::Destino) sends it as the W3C headers and as
 //! the CloudEvents distributed-tracing attributes, a broker transport as message headers; the
 //! receptor's span continues it, so the user's function and its effect belong to the trace too.
 //!

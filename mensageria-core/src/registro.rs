@@ -9,7 +9,7 @@
 //! The linker drops a crate that nothing in the binary references, and its registrations go with
 //! it. The typed path cannot hit this silently: `enfileirar(&mut *tx, &evento)` names the payload
 //! type, and naming it links the crate that holds its `#[enviador]` when the type is that crate's
-//! own; for a contracts crate's [`Evento`](crate::Evento), a crate of enviadores that nothing
+//! own; for a contracts crate's [`Evento`](crate::enviador::Evento), a crate of enviadores that nothing
 //! names is not loaded, so `enfileirar` does not compile (no `Enviador` impl) until the binary
 //! names it (`use remetente as _;`). A binary that only enqueues through
 //! [`enfileirar_json`](crate::enfileirar_json), or only runs a relay, must still reference each
@@ -19,9 +19,9 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::Erro;
 use crate::despacho::EnvioEmCurso;
 use crate::enviador::{ContextoEnvio, FalhaEnvio};
+use crate::erro::Erro;
 
 /// One `#[enviador]`, as registered at link time.
 #[derive(Debug)]

@@ -38,8 +38,11 @@ use uuid::Uuid;
 
 use crate::banco::NovaMensagem;
 use crate::banco::interno::ConexaoInterna;
+use crate::correlacao;
+use crate::enviador::Enviador;
+use crate::erro::Erro;
 use crate::rastreamento::ContextoRastreamento;
-use crate::{Enviador, Erro, Registro, correlacao};
+use crate::registro::Registro;
 
 /// What [`enfileirar`] writes through: the caller's transaction, a connection or the pool, on
 /// PostgreSQL or SQLite.

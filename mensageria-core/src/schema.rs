@@ -15,7 +15,8 @@ use std::time::Duration;
 use sqlx::Pool;
 use tokio::time::Instant;
 
-use crate::{Banco, Erro};
+use crate::banco::Banco;
+use crate::erro::Erro;
 
 /// The first pause of [`esperar_schema`] between two checks; it doubles up to
 /// [`ESPERA_MAXIMA`].

@@ -16,7 +16,7 @@
 //! assert!(tipo::validar("mdfe/encerramento").is_err());
 //! ```
 
-use crate::Erro;
+use crate::erro::Erro;
 
 /// The longest tipo accepted, in bytes.
 pub const TAMANHO_MAXIMO: usize = 128;

@@ -240,7 +240,7 @@ pub(crate) mod interno {
     /// SQL string of their backend.
     pub trait BancoInterno: sqlx::Database<Connection: ConexaoDoBanco> {
         /// Applies the migrations that are missing. See [`crate::migrar`].
-        fn migrar(pool: &Pool<Self>) -> impl Future<Output = Result<(), crate::Erro>> + Send;
+        fn migrar(pool: &Pool<Self>) -> impl Future<Output = Result<(), crate::erro::Erro>> + Send;
 
         /// The newest migration version this build knows.
         fn versao_esperada() -> i64;

@@ -66,7 +66,7 @@ const SQL_INSERIR_ORDENADA: &str = "WITH trava AS ( \
          (id_mensagem, tipo, payload, correlacao, traceparent, tracestate, chave_ordem, seq_ordem) \
      SELECT $1, $2, $3::json, $4, $5, $6, $7, nextval('mensageria_ordem_seq') FROM trava";
 
-/// The schema [`Erro::SchemaInexistente`](crate::Erro::SchemaInexistente) suggests creating:
+/// The schema [`Erro::SchemaInexistente`](crate::erro::Erro::SchemaInexistente) suggests creating:
 /// the first one `search_path` names other than `"$user"`, else the user's own.
 fn schema_a_criar(search_path: &str, usuario: &str) -> String {
     search_path
@@ -122,7 +122,7 @@ impl super::ConexaoDoBanco for sqlx::PgConnection {
 }
 
 impl BancoInterno for Postgres {
-    async fn migrar(pool: &PgPool) -> Result<(), crate::Erro> {
+    async fn migrar(pool: &PgPool) -> Result<(), crate::erro::Erro> {
         let mut conexao = pool.acquire().await?;
         // PostgreSQL's own error for a search_path naming no existing schema ("no schema has
         // been selected to create in") names neither the schema nor the fix: check first.
@@ -132,7 +132,7 @@ impl BancoInterno for Postgres {
         .fetch_one(&mut *conexao)
         .await?;
         if atual.is_none() {
-            return Err(crate::Erro::SchemaInexistente {
+            return Err(crate::erro::Erro::SchemaInexistente {
                 sugerido: schema_a_criar(&caminho, &usuario),
                 search_path: caminho,
             });

@@ -65,7 +65,7 @@ impl super::ConexaoDoBanco for sqlx::SqliteConnection {
 }
 
 impl BancoInterno for Sqlite {
-    async fn migrar(pool: &SqlitePool) -> Result<(), crate::Erro> {
+    async fn migrar(pool: &SqlitePool) -> Result<(), crate::erro::Erro> {
         Ok(MIGRADOR.run(pool).await?)
     }
 

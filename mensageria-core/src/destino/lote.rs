@@ -50,7 +50,7 @@ use super::{
     Destino, causas, citar, classificar, descrever_corpo, ler_limitado, recusar_redirecionamento,
     sem_credenciais, tentar_apos,
 };
-use crate::{ContextoEnvio, FalhaEnvio};
+use crate::enviador::{ContextoEnvio, FalhaEnvio};
 
 mod limite;
 

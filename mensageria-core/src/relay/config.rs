@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::ErroConfiguracao;
+use crate::configuracao::ErroConfiguracao;
 
 /// How replicas of one app share the saída.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,7 +132,7 @@ impl Config {
 
     /// Deliveries in flight at once (default 128): one per claimed row. To a mensageria receptor
     /// the deliveries of one claim travel together in a few batch requests
-    /// ([`Destino::com_lote_maximo`](crate::Destino::com_lote_maximo)), so this bounds events,
+    /// ([`Destino::com_lote_maximo`](crate::destino::Destino::com_lote_maximo)), so this bounds events,
     /// not requests; to a receiver that takes one event per request it is also the number of
     /// requests at once: lower it for a receiver that cannot take that many. With 16 the
     /// relay fell behind eight producers on two cores (BENCHMARKS.md).
@@ -392,7 +392,7 @@ fn validar_nome(campo: &'static str, nome: &str) -> Result<(), ErroConfiguracao>
 #[cfg(test)]
 mod testes {
     use super::Config;
-    use crate::ErroConfiguracao;
+    use crate::configuracao::ErroConfiguracao;
 
     #[test]
     fn nomes_de_app_e_instancia_sao_uma_palavra_imprimivel() {

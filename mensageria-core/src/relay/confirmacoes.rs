@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use sqlx::Pool;
 use tokio::sync::oneshot;
 
-use crate::Banco;
+use crate::banco::Banco;
 
 type Resposta = Result<bool, String>;
 

@@ -14,10 +14,12 @@ use super::circuito::Circuitos;
 use super::confirmacoes::Confirmacoes;
 use super::instancia::Leases;
 use super::{Config, Rodada};
+use crate::banco::Banco;
 use crate::banco::Reivindicada;
 use crate::enviador::Recursos;
+use crate::enviador::{ContextoEnvio, FalhaEnvio};
 use crate::rastreamento::ContextoRastreamento;
-use crate::{Banco, ContextoEnvio, FalhaEnvio, Registro};
+use crate::registro::Registro;
 
 /// How one delivery ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
-use crate::Banco;
+use crate::banco::Banco;
 use crate::banco::{Batimento, Posse};
 
 /// Whether this process holds its instance name, and under which incarnation mark.

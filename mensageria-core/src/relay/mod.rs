@@ -59,8 +59,11 @@ use tokio_util::sync::CancellationToken;
 pub use config::{Config, Modo};
 pub use ensaio::Ensaio;
 
+use crate::banco::Banco;
+use crate::configuracao::ErroConfiguracao;
 use crate::enviador::Recursos;
-use crate::{Banco, Erro, ErroConfiguracao, Registro};
+use crate::erro::Erro;
+use crate::registro::Registro;
 
 static ACORDAR: LazyLock<Notify> = LazyLock::new(Notify::new);
 
@@ -118,8 +121,8 @@ impl<DB: Banco> Relay<DB> {
     }
 
     /// Hands a resource to every delivery (reach it with
-    /// [`ContextoEnvio::recurso`](crate::ContextoEnvio::recurso)), e.g. a
-    /// [`Destino`](crate::Destino).
+    /// [`ContextoEnvio::recurso`](crate::enviador::ContextoEnvio::recurso)), e.g. a
+    /// [`Destino`](crate::destino::Destino).
     ///
     /// Resources are found by type: two of one type (two `Destino`s) make
     /// [`spawn`](Self::spawn) and [`rodada`](Self::rodada) fail with a configuration error,

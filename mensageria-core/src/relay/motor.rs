@@ -18,9 +18,11 @@ use super::confirmacoes::Confirmacoes;
 use super::entrega::{EmVoo, Entrega};
 use super::instancia::{Leases, Nome, Tomada, Vigia};
 use super::{ACORDAR, Config, Modo, Rodada};
+use crate::banco::Banco;
 use crate::banco::{Pedido, Reivindicada};
 use crate::enviador::Recursos;
-use crate::{Banco, Erro, Registro};
+use crate::erro::Erro;
+use crate::registro::Registro;
 
 pub(crate) struct Motor<DB: Banco> {
     pub(crate) pool: Pool<DB>,

@@ -31,8 +31,8 @@
 
 use sqlx::PgPool;
 
-use crate::Erro;
 use crate::banco::postgres;
+use crate::erro::Erro;
 
 /// Installs (or replaces) the `AFTER INSERT … FOR EACH STATEMENT` trigger on the saída of the
 /// pool's schema that notifies the relays listening with

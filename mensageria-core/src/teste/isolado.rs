@@ -15,7 +15,7 @@ mod postgres {
     use sqlx::PgPool;
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-    use crate::Erro;
+    use crate::erro::Erro;
 
     /// The PostgreSQL server a test reaches: `DATABASE_URL`, or
     /// `postgres://postgres@127.0.0.1:5432/postgres` when it is not set.
@@ -246,7 +246,7 @@ mod sqlite {
 
     use sqlx::SqlitePool;
 
-    use crate::Erro;
+    use crate::erro::Erro;
 
     /// A SQLite file of one test's own, in a temporary directory, with the mensageria tables;
     /// the pool is opened as [`banco::sqlite::abrir`](crate::banco::sqlite::abrir) opens it

@@ -4,7 +4,7 @@
 
 use sqlx::Pool;
 
-use crate::Banco;
+use crate::banco::Banco;
 pub use crate::banco::interno::{Batimento, Pedido, Posse, Reivindicada};
 
 /// The PostgreSQL claim statement, as the relay runs it (never prepared), for `EXPLAIN`.

@@ -11,7 +11,7 @@
 //! - an answer that shows fewer events fit lowers the limit at once, down to one event per
 //!   request (a timed-out batch of `n` events lowers it to `n` / 20 at most);
 //! - an answer that shows more fit raises it to at most twice the events of that answer, up to
-//!   [`Destino::com_lote_maximo`](crate::Destino::com_lote_maximo): a fast receptor is back to
+//!   [`Destino::com_lote_maximo`](crate::destino::Destino::com_lote_maximo): a fast receptor is back to
 //!   full batches after a few answers (2, 4, 8, …, 64), within milliseconds under load.
 //!
 //! A receptor at 250 ms per event thus gets one or two events per request, as many requests
