@@ -282,7 +282,7 @@ impl Cenario {
             .com_tempo_limite_envio(Duration::from_secs(1))
             .com_lote(16)
             .com_concorrencia(8)
-            .com_heartbeat(Duration::from_millis(500))
+            .com_intervalo_registro(Duration::from_millis(500))
             .com_max_tentativas(1000)
             .com_ordem_apos_morta(politica);
         let destino = Destino::new(&self.proxy.url())

@@ -95,7 +95,7 @@ async fn rota_mostra_os_contadores_depois_de_uma_entrega() {
         pool.clone(),
         relay::Config::new("emissor")
             .com_intervalo(Duration::from_millis(50))
-            .com_heartbeat(Duration::from_millis(100)),
+            .com_intervalo_registro(Duration::from_millis(100)),
     )
     .recurso(Destino::new(&url).unwrap().com_token("segredo-0123456789"))
     .spawn()

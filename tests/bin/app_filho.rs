@@ -49,7 +49,7 @@ pub(crate) fn rodar(app: &str) {
                 .com_tempo_limite_envio(Duration::from_secs(1))
                 .com_lote(16)
                 .com_concorrencia(8)
-                .com_heartbeat(Duration::from_millis(500))
+                .com_intervalo_registro(Duration::from_millis(500))
         };
         // `MENSAGERIA_TESTE_LIDER`: one replica of the app leads each round.
         let config = if std::env::var_os("MENSAGERIA_TESTE_LIDER").is_some() {

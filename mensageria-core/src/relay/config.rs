@@ -44,7 +44,7 @@ pub struct Config {
     pub(crate) max_tentativas: u32,
     pub(crate) idade_maxima: Duration,
     pub(crate) modo: Modo,
-    pub(crate) heartbeat: Duration,
+    pub(crate) intervalo_registro: Duration,
     pub(crate) circuito: super::circuito::Regras,
     pub(crate) instancia: Option<String>,
     pub(crate) margem_piso: Duration,
@@ -77,7 +77,7 @@ impl Config {
             max_tentativas: 25,
             idade_maxima: Duration::from_secs(7 * 24 * 3600),
             modo: Modo::Todos,
-            heartbeat: Duration::from_secs(15),
+            intervalo_registro: Duration::from_secs(15),
             circuito: super::circuito::Regras::default(),
             instancia: None,
             margem_piso: Duration::from_secs(10),
@@ -189,10 +189,22 @@ impl Config {
         self
     }
 
-    /// How often the relay refreshes its row in the registration table.
-    pub fn com_heartbeat(mut self, heartbeat: Duration) -> Self {
-        self.heartbeat = heartbeat;
+    /// How often the relay renews the app's registration (its tipos' rows in `mensageria_apps`,
+    /// which `status`, `doctor` and `apps` read) and measures the backlog gauges (default 15 s).
+    /// Not the instance heartbeat, which is written with every lease renewal (lease/4, see
+    /// [`com_lease`](Self::com_lease)) and is what siblings judge a dead replica by.
+    pub fn com_intervalo_registro(mut self, intervalo: Duration) -> Self {
+        self.intervalo_registro = intervalo;
         self
+    }
+
+    /// The old name of [`com_intervalo_registro`](Self::com_intervalo_registro).
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `com_intervalo_registro`: this is the app's registration, not the instance heartbeat"
+    )]
+    pub fn com_heartbeat(self, intervalo: Duration) -> Self {
+        self.com_intervalo_registro(intervalo)
     }
 
     /// Temporary failures of one tipo within the circuit's 10 s window below which its circuit

@@ -1,4 +1,4 @@
-//! The relay's engine: the claim loop in phases (start, heartbeat, election, claim, wait,
+//! The relay's engine: the claim loop in phases (start, registration, election, claim, wait,
 //! shutdown) around the deliveries in flight ([`EmVoo`]), and the claim itself.
 
 use std::collections::HashMap;
@@ -223,7 +223,7 @@ impl<DB: Banco> Motor<DB> {
 
     /// The background loop, until `cancelar` fires; returns how long the shutdown took.
     ///
-    /// Each turn runs the phases in order: [`heartbeat`](Self::heartbeat),
+    /// Each turn runs the phases in order: [`renovar_registro`](Self::renovar_registro),
     /// [`reivindicar_vagas`](Self::reivindicar_vagas) (election in leader mode, then the claim)
     /// and [`esperar`](Self::esperar); deliveries settle on their own tasks inside [`EmVoo`];
     /// [`encerrar`](Self::encerrar) is the shutdown.
@@ -267,7 +267,7 @@ impl<DB: Banco> Motor<DB> {
         self.encerrar(laco.em_voo, vigia).await
     }
 
-    /// One turn of the loop: heartbeat, claim what fits, then wait unless the claim asks to
+    /// One turn of the loop: the registration, claim what fits, then wait unless the claim asks to
     /// claim again at once.
     async fn volta(&self, laco: &mut Laco, cancelar: &CancellationToken) {
         // Listen for wake-ups from here on, not only while idle: an enqueue that commits
@@ -283,7 +283,7 @@ impl<DB: Banco> Motor<DB> {
             }
         }
         laco.em_voo.colher();
-        self.heartbeat(laco).await;
+        self.renovar_registro(laco).await;
         let livres = if self.nome.tomado() {
             self.config.concorrencia.saturating_sub(laco.em_voo.len())
         } else {
@@ -300,7 +300,7 @@ impl<DB: Banco> Motor<DB> {
 
     /// Start: takes the instance name (and the rows a dead earlier holder of it still held).
     /// Refused because a live process holds it, the relay runs but claims nothing; the vigia
-    /// tries again at each heartbeat.
+    /// tries again at each instance heartbeat (every lease/4).
     async fn iniciar(&self, tomada: &mut Tomada, banco: &mut SaudeBanco) {
         if let Err(erro) = tomada
             .tentar(&self.pool, &self.config, &self.instancia)
@@ -310,16 +310,17 @@ impl<DB: Banco> Motor<DB> {
         }
     }
 
-    /// Heartbeat phase, at the heartbeat's pace: refreshes the app's registration (warning once
-    /// about other apps that claim its tipos) and measures the backlog for the gauges.
-    async fn heartbeat(&self, laco: &mut Laco) {
-        if Instant::now() < laco.proximo_heartbeat {
+    /// Registration phase, every [`Config::com_intervalo_registro`]: renews the app's
+    /// registration (warning once about other apps that claim its tipos) and measures the
+    /// backlog for the gauges. (The instance heartbeat is `instancia::vigiar`'s.)
+    async fn renovar_registro(&self, laco: &mut Laco) {
+        if Instant::now() < laco.proximo_registro {
             return;
         }
         let app = &self.config.app;
         match DB::registrar_app(&self.pool, app, Self::tipos()).await {
             Ok(outros) => {
-                // Reported once, at start; the heartbeat only refreshes `visto_em`.
+                // Reported once, at start; each renewal only refreshes `visto_em`.
                 if !laco.registrado && !outros.is_empty() {
                     tracing::warn!(
                         %app,
@@ -329,7 +330,7 @@ impl<DB: Banco> Motor<DB> {
                     );
                 }
                 laco.registrado = true;
-                laco.proximo_heartbeat = Instant::now() + self.config.heartbeat;
+                laco.proximo_registro = Instant::now() + self.config.intervalo_registro;
                 self.medir_backlog();
             }
             Err(erro) => laco.banco.falhou(&erro),
@@ -487,7 +488,7 @@ impl<DB: Banco> Motor<DB> {
 struct Laco {
     em_voo: EmVoo,
     banco: SaudeBanco,
-    proximo_heartbeat: Instant,
+    proximo_registro: Instant,
     /// The app's registration succeeded once (competing apps are reported only then).
     registrado: bool,
     olhadas: Olhadas,
@@ -499,7 +500,7 @@ impl Laco {
         Self {
             em_voo,
             banco: SaudeBanco::default(),
-            proximo_heartbeat: Instant::now(),
+            proximo_registro: Instant::now(),
             registrado: false,
             olhadas: Olhadas::default(),
             ritmo: Ritmo::default(),
