@@ -24,6 +24,26 @@ pub(crate) fn ler_literal(
     Ok(())
 }
 
+/// A tipo written in an attribute (`tipo = "..."`), valid: its value, and its literal for the
+/// spans of errors about it. Both macros keep their optional tipo this way.
+pub(crate) struct TipoEscrito {
+    pub(crate) valor: String,
+    pub(crate) lit: LitStr,
+}
+
+impl TipoEscrito {
+    /// The tipo of the literal an attribute gave, checked ([`validar`]); `None` without one.
+    pub(crate) fn de(lido: Option<LitStr>) -> syn::Result<Option<Self>> {
+        lido.map(|lit| {
+            Ok(Self {
+                valor: validar(&lit)?,
+                lit,
+            })
+        })
+        .transpose()
+    }
+}
+
 /// How an attribute's `tipo` is written, for the error on a value that is not a literal.
 pub(crate) const EXEMPLO_TIPO: &str = "e.g. `tipo = \"mdfe.encerramento\"`";
 
@@ -54,14 +74,22 @@ pub(crate) fn validar(lit: &LitStr) -> syn::Result<String> {
     }
 }
 
-/// An identifier fragment that is distinct for distinct (valid) tipos.
-pub(crate) fn identificador(tipo: &str) -> String {
-    tipo.chars()
+/// An identifier fragment that is distinct for distinct texts (a tipo, a type as written):
+/// ASCII letters and digits stay, `_` always starts an escape (so `a::b_c` and `a_b::c` stay
+/// apart), the characters of tipos and type paths have short escapes, anything else its code.
+pub(crate) fn identificador(texto: &str) -> String {
+    texto
+        .chars()
         .map(|c| match c {
+            c if c.is_ascii_alphanumeric() => c.to_string(),
+            '_' => "_u".to_owned(),
             '.' => "_p".to_owned(),
             '-' => "_h".to_owned(),
-            '_' => "_u".to_owned(),
-            c => c.to_string(),
+            ':' => "_c".to_owned(),
+            '<' => "_l".to_owned(),
+            '>' => "_g".to_owned(),
+            ',' => "_v".to_owned(),
+            c => format!("_x{:x}_", u32::from(c)),
         })
         .collect()
 }
@@ -72,11 +100,24 @@ mod testes {
 
     #[test]
     fn identificador_e_injetivo() {
-        let tipos = ["a.b", "a-b", "a_b", "a_pb", "a_p.b", "ab"];
-        let mut vistos: Vec<String> = tipos.iter().map(|t| identificador(t)).collect();
+        let textos = [
+            "a.b",
+            "a-b",
+            "a_b",
+            "a_pb",
+            "a_p.b",
+            "ab",
+            "a::b_c",
+            "a_b::c",
+            "Vec<u8>",
+            "Vec_lu8_g",
+            "(A,B)",
+            "AB",
+        ];
+        let mut vistos: Vec<String> = textos.iter().map(|t| identificador(t)).collect();
         vistos.sort();
         vistos.dedup();
-        assert_eq!(vistos.len(), tipos.len());
+        assert_eq!(vistos.len(), textos.len());
     }
 
     #[test]

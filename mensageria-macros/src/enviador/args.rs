@@ -4,17 +4,13 @@ use proc_macro2::TokenStream;
 use syn::LitStr;
 use syn::parse::Parser;
 
+use crate::tipo::TipoEscrito;
+
 /// `tipo = "..."`, checked (absent when the payload is an `Evento`: its tipo is the one the type
 /// declares); optionally `ordem = <expr>`, the ordering key of each payload.
 pub(crate) struct Args {
-    pub(crate) tipo: Option<Tipo>,
+    pub(crate) tipo: Option<TipoEscrito>,
     pub(crate) ordem: Option<syn::Expr>,
-}
-
-/// A tipo written in the attribute, valid.
-pub(crate) struct Tipo {
-    pub(crate) valor: String,
-    pub(crate) lit: LitStr,
 }
 
 impl Args {
@@ -43,14 +39,10 @@ impl Args {
             }
         });
         parser.parse2(tokens)?;
-        let tipo = match tipo_lit {
-            Some(lit) => Some(Tipo {
-                valor: crate::tipo::validar(&lit)?,
-                lit,
-            }),
-            None => None,
-        };
-        Ok(Self { tipo, ordem })
+        Ok(Self {
+            tipo: TipoEscrito::de(tipo_lit)?,
+            ordem,
+        })
     }
 }
 

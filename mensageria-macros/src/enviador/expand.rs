@@ -33,7 +33,7 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
     let ordem = chave_ordem(args, funcao);
     let por = format_ident!(
         "__mensageria_payload_{}_ja_tem_enviador_neste_modulo",
-        identificador_do_payload(&payload_str),
+        crate::tipo::identificador(&payload_str),
         span = payload.span()
     );
     let enviador = quote!(::mensageria_core::__private::Enviador<#por>);
@@ -122,23 +122,6 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
     }
 }
 
-/// An identifier fragment for a payload type as written, distinct for distinct spellings: `_`
-/// always starts an escape, so `a::b_c` and `a_b::c` stay apart.
-fn identificador_do_payload(payload: &str) -> String {
-    payload
-        .chars()
-        .map(|c| match c {
-            c if c.is_ascii_alphanumeric() => c.to_string(),
-            '_' => "_u".to_owned(),
-            ':' => "_c".to_owned(),
-            '<' => "_l".to_owned(),
-            '>' => "_g".to_owned(),
-            ',' => "_v".to_owned(),
-            c => format!("_x{:x}_", u32::from(c)),
-        })
-        .collect()
-}
-
 /// `ordem = <expr>`: the impl's `chave_ordem`, with the payload bound to the name (pattern) the
 /// user's function gives it, so `ordem = evento.pedido_id` reads as in the function's body. The
 /// key goes through `__private::chave_ordem`, whose bound reports a float or any inexact type at
@@ -164,18 +147,6 @@ fn chave_ordem(args: &Args, funcao: &ItemFn) -> Option<TokenStream> {
 #[cfg(test)]
 mod testes {
     use super::*;
-
-    #[test]
-    fn identificador_do_payload_separa_grafias() {
-        let grafias = ["a::b_c", "a_b::c", "Vec<u8>", "Vec_lu8_g", "(A,B)", "AB"];
-        let mut vistos: Vec<String> = grafias
-            .iter()
-            .map(|g| identificador_do_payload(g))
-            .collect();
-        vistos.sort();
-        vistos.dedup();
-        assert_eq!(vistos.len(), grafias.len());
-    }
 
     #[test]
     fn sem_tipo_usa_o_do_evento_e_com_tipo_confere() {

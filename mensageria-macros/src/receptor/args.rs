@@ -4,12 +4,14 @@ use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::{Expr, LitStr};
 
+use crate::tipo::TipoEscrito;
+
 const EXEMPLO: &str = "e.g. `#[receptor(tipo = \"mdfe.encerramento\", chave_natural = (evento.cnpj, evento.chave_mdfe))]`";
 
 /// `tipo = "..."` (optional when the payload is an `Evento`: the tipo it declares),
 /// `chave_natural = <expr>`, optional `versao = <expr>`.
 pub(crate) struct Args {
-    pub(crate) tipo: Option<(String, LitStr)>,
+    pub(crate) tipo: Option<TipoEscrito>,
     /// The key's parts: the elements of a tuple expression, or the one expression.
     pub(crate) partes: Vec<Expr>,
     pub(crate) versao: Option<Expr>,
@@ -47,10 +49,7 @@ impl Args {
             Ok(())
         });
         parser.parse2(tokens)?;
-        let tipo = match tipo_lit {
-            Some(lit) => Some((crate::tipo::validar(&lit)?, lit)),
-            None => None,
-        };
+        let tipo = TipoEscrito::de(tipo_lit)?;
         let chave = chave.ok_or_else(|| {
             syn::Error::new(
                 Span::call_site(),
@@ -95,7 +94,7 @@ mod testes {
         .unwrap();
         assert_eq!(
             (
-                a.tipo.unwrap().0.as_str(),
+                a.tipo.unwrap().valor.as_str(),
                 a.partes.len(),
                 a.versao.is_some()
             ),
