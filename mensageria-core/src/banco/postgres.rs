@@ -393,9 +393,9 @@ impl BancoInterno for Postgres {
         if batido == 0 {
             return Ok(Batimento::Perdida);
         }
-        // Two statements in one transaction, the second only when a sibling died: the saída
-        // has no index on `lease_dono`, so the take-back scans it, and a heartbeat must not
-        // scan the whole backlog every time to find that nobody died.
+        // Two statements in one transaction, the second only when a sibling died: the
+        // take-back walks the partial index on `lease_dono` (`mensageria_saida_lease`, leased
+        // rows only), and a heartbeat that finds nobody dead sends no second statement at all.
         let mut tx = pool.begin().await?;
         let mortas: Vec<String> = sqlx::query_scalar(
             "UPDATE mensageria_instancias SET recuperada_em = now() \
