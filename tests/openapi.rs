@@ -1,6 +1,6 @@
 //! The OpenAPI document a router serves, over real HTTP: one `POST` per receptor with its
-//! payload's schema (its own, traced from `Deserialize`, or "not published") and every answer
-//! the handler can give, with their headers. `scripts/schemathesis` checks a server against
+//! payload's schema (the one its `utoipa::ToSchema` derives, or "not published" and no schema at
+//! all) and every answer the handler can give, with their headers. `scripts/schemathesis` checks a server against
 //! such a document from the outside. Snapshot in `snapshots/`; review a
 //! change with `cargo insta review` (or `INSTA_UPDATE=always`, then read the diff).
 
@@ -27,18 +27,18 @@ struct Municipio {
     uf: String,
 }
 
-/// A poke without a schema of its own (no `ToSchema`): documented by tracing its
-/// `Deserialize` (required fields and integer bounds), never as "any object", since `{}` is
-/// refused.
+/// A poke without `ToSchema`: its schema is not published, and its body gets no schema rather
+/// than one that calls any JSON value valid (`{}` is refused).
 #[derive(Deserialize)]
 struct CadastroMudou {
     entidade: u64,
     revisao: u32,
 }
 
-/// An internally tagged payload without `ToSchema`: its `Deserialize` cannot be traced (it needs
-/// `deserialize_any`), so the document says the schema is not published.
-#[derive(Deserialize)]
+// An internally tagged enum: its `ToSchema` follows serde's tag (one object per variant, with
+// `acao` naming it).
+/// A change to the table: a code included or removed.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(tag = "acao")]
 enum Ajuste {
     Incluir { codigo: String },
@@ -98,6 +98,23 @@ async fn documento_descreve_cada_receptor_e_cada_resposta() {
             .starts_with("application/json")
     );
     let documento: serde_json::Value = resposta.json().await.unwrap();
+    let corpo =
+        |tipo: &str| documento["paths"][format!("/m2m/{tipo}")]["post"]["requestBody"].clone();
+    assert_eq!(
+        corpo("cadastro.mudou")["content"]["application/json"],
+        serde_json::json!({}),
+        "a payload without ToSchema: no schema, not even `{{}}`"
+    );
+    assert!(
+        corpo("cadastro.mudou")["description"]
+            .as_str()
+            .unwrap()
+            .contains("Schema not published")
+    );
+    assert_eq!(
+        corpo("tabela.ajuste")["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Ajuste"
+    );
     insta::assert_json_snapshot!(documento);
     db.descartar().await;
 }

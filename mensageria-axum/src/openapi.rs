@@ -10,7 +10,6 @@ use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem, PathsBuilder,
 };
 use utoipa::openapi::request_body::{RequestBody, RequestBodyBuilder};
-use utoipa::openapi::schema::SchemaType;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, Header, HeaderBuilder, InfoBuilder, ObjectBuilder, OpenApi,
@@ -20,17 +19,23 @@ use utoipa::openapi::{
 use crate::desfecho::{Cabecalho, Caso};
 
 /// A payload's schema and the component schemas it refers to.
+///
+/// `#[receptor]` fills it from the payload type's `utoipa::ToSchema` (utoipa 5, the version this
+/// crate uses): `#[derive(serde::Deserialize, utoipa::ToSchema)]` on the payload publishes its
+/// schema, doc comments and `#[schema(..)]` attributes included, in the OpenAPI document. A
+/// payload type without it is documented as "schema not published", with no schema.
 #[derive(Clone)]
 pub struct EsquemaEvento {
-    /// The schema of the request body.
-    pub esquema: RefOr<Schema>,
+    /// The schema of the request body; `None` when the payload type does not derive
+    /// `utoipa::ToSchema`: the document then says the schema is not published, and gives the
+    /// body no schema rather than one that would call any JSON value valid.
+    pub esquema: Option<RefOr<Schema>>,
     /// Named schemas it refers to.
     pub componentes: Vec<(String, RefOr<Schema>)>,
 }
 
-/// Picks the payload's own schema when it implements `utoipa::ToSchema`, one traced from its
-/// `Deserialize` otherwise (autoref specialization: the inherent method wins when its bound
-/// holds).
+/// Picks the payload's own schema when it implements `utoipa::ToSchema`, "not published"
+/// otherwise (autoref specialization: the inherent method wins when its bound holds).
 #[doc(hidden)]
 pub struct Sonda<T>(PhantomData<T>);
 
@@ -49,7 +54,7 @@ impl<T> Default for Sonda<T> {
 
 impl<T: utoipa::ToSchema> Sonda<T> {
     #[doc(hidden)]
-    pub fn esquema(&self, _rastrear: fn() -> Option<Schema>) -> EsquemaEvento {
+    pub fn esquema(&self, _gerado: fn()) -> EsquemaEvento {
         let mut componentes = Vec::new();
         T::schemas(&mut componentes);
         let nome = T::name();
@@ -60,7 +65,7 @@ impl<T: utoipa::ToSchema> Sonda<T> {
             RefOr::Ref(utoipa::openapi::Ref::from_schema_name(nome))
         };
         EsquemaEvento {
-            esquema,
+            esquema: Some(esquema),
             componentes,
         }
     }
@@ -68,40 +73,22 @@ impl<T: utoipa::ToSchema> Sonda<T> {
 
 #[doc(hidden)]
 pub trait EsquemaGenerico {
-    /// `rastrear` traces the payload's schema (it is [`rastrear_receptor`] of the receptor,
-    /// whose payload is `Deserialize` by the `Receptor` trait's own bound: no bound here, so a
-    /// payload without `Deserialize` gets only the one clear error on the receptor).
-    fn esquema(&self, rastrear: fn() -> Option<Schema>) -> EsquemaEvento;
+    /// The payload's schema, or none ([`rastrear_receptor`] explains `_gerado`).
+    fn esquema(&self, _gerado: fn()) -> EsquemaEvento;
 }
 
-/// For generated code: the traced schema of receptor `R`'s payload.
+/// What the code `#[receptor]` generates passes to [`EsquemaGenerico::esquema`] today. It is
+/// vestigial: it used to trace a schema from the payload's `Deserialize`; nothing is traced any
+/// more, and it goes once the macro stops passing it.
 #[doc(hidden)]
-pub fn rastrear_receptor<R: crate::Receptor>() -> Option<Schema> {
-    rastreio::rastrear::<R::Evento>()
-}
+pub fn rastrear_receptor<R>() {}
 
-/// A payload without `ToSchema`: its schema is traced from its `Deserialize` (module `rastreio`),
-/// so the document promises what the receptor accepts — `{}` is not "valid" for a type that
-/// refuses it. A type the tracer cannot follow is documented as unpublished, never as an
-/// arbitrary object.
+/// A payload without `ToSchema`: its schema is not published. The document says so and gives
+/// the body no schema, so it never calls valid a value the type refuses.
 impl<T> EsquemaGenerico for &Sonda<T> {
-    fn esquema(&self, rastrear: fn() -> Option<Schema>) -> EsquemaEvento {
-        let esquema = match rastrear() {
-            Some(esquema) => esquema,
-            None => Schema::Object(
-                ObjectBuilder::new()
-                    .schema_type(SchemaType::AnyValue)
-                    .description(Some(
-                        "schema not published: the payload type does not derive \
-                         `utoipa::ToSchema` and its `Deserialize` could not be traced. Not every \
-                         JSON value is accepted: what its type refuses is answered 400 \
-                         `invalid_payload`",
-                    ))
-                    .build(),
-            ),
-        };
+    fn esquema(&self, _gerado: fn()) -> EsquemaEvento {
         EsquemaEvento {
-            esquema: RefOr::T(esquema),
+            esquema: None,
             componentes: Vec::new(),
         }
     }
@@ -361,10 +348,10 @@ fn esquema_bearer() -> SecurityScheme {
 }
 
 /// The `POST` of `receptor`'s single route: what it does, its headers, its body (of schema
-/// `esquema`), its security and its `respostas`.
+/// `esquema`, when published), its security and its `respostas`.
 fn operacao_do_receptor(
     receptor: &crate::receptor::ReceptorRegistrado,
-    esquema: RefOr<Schema>,
+    esquema: Option<RefOr<Schema>>,
     respostas: &[(String, Response)],
 ) -> OperationBuilder {
     let operacao = OperationBuilder::new()
@@ -447,152 +434,104 @@ fn parametro_ce_id() -> ParameterBuilder {
         .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
 }
 
-/// The request body of the single route: one event of schema `esquema`, as JSON.
-fn corpo_do_pedido(esquema: RefOr<Schema>) -> RequestBody {
+/// The request body of the single route: one event of schema `esquema`, as JSON. Without a
+/// schema (a payload type without `utoipa::ToSchema`), the body has none and its description
+/// says so.
+fn corpo_do_pedido(esquema: Option<RefOr<Schema>>) -> RequestBody {
+    const CORPO: &str = "the event, as JSON: `Content-Type: application/json` or any \
+         `application/*+json` (415 otherwise, and for a CloudEvents structured-mode envelope, \
+         `application/cloudevents+json`: the body is the event's data, as in binary mode). \
+         Integer fields take integers written without a fraction or exponent (`2`, not `2.0` \
+         nor `2e0`), as serde_json reads them: 400 `invalid_payload` otherwise";
+    let descricao = match esquema {
+        Some(_) => CORPO.to_owned(),
+        None => format!("{CORPO}. {NAO_PUBLICADO}"),
+    };
     RequestBodyBuilder::new()
-        .description(Some(
-            "the event, as JSON: `Content-Type: application/json` or any \
-             `application/*+json` (415 otherwise, and for a CloudEvents \
-             structured-mode envelope, `application/cloudevents+json`: the body is \
-             the event's data, as in binary mode). Integer fields take integers \
-             written without a fraction or exponent (`2`, not `2.0` nor `2e0`), as \
-             serde_json reads them: 400 `invalid_payload` otherwise",
-        ))
+        .description(Some(descricao))
         .content(
             "application/json",
-            ContentBuilder::new().schema(Some(esquema)).build(),
+            ContentBuilder::new().schema(esquema).build(),
         )
         .required(Some(Required::True))
         .build()
 }
 
+/// What the request body of a payload without `utoipa::ToSchema` says instead of a schema.
+const NAO_PUBLICADO: &str = "Schema not published: the receiving app's payload type does not \
+     derive `utoipa::ToSchema` (deriving it publishes the schema here). Not every JSON value is \
+     accepted: what the type refuses is answered 400 `invalid_payload`";
+
 mod lote;
-mod rastreio;
 
 #[cfg(test)]
 mod testes {
-    use serde::Deserialize;
     use serde_json::{Value, json};
 
-    use super::rastreio::rastrear;
+    use super::{EsquemaGenerico as _, Sonda, corpo_do_pedido};
 
-    fn rastreado<T: serde::de::DeserializeOwned>() -> Option<Value> {
-        rastrear::<T>().map(|esquema| serde_json::to_value(esquema).unwrap())
+    fn json_de<T: serde::Serialize>(valor: &T) -> Value {
+        serde_json::to_value(valor).unwrap()
+    }
+
+    /// The payload's schema, picked as the code `#[receptor]` generates picks it.
+    macro_rules! esquema_de {
+        ($payload:ty) => {
+            (&Sonda::<$payload>::new()).esquema(|| {})
+        };
     }
 
     #[test]
-    fn campos_obrigatorios_opcionais_e_fechados() {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
+    fn um_payload_com_to_schema_publica_o_seu_esquema_e_os_que_ele_nomeia() {
+        /// The closing.
+        #[derive(utoipa::ToSchema)]
         #[allow(dead_code)]
-        struct Evento {
-            id: String,
-            nota: Option<String>,
-            #[serde(default)]
-            peso: u8,
-            lista: Vec<i16>,
-            #[serde(rename = "Par")]
-            par: (bool, char),
+        struct Encerramento {
+            cnpj: String,
+            municipio: Municipio,
         }
-        let esquema = rastreado::<Evento>().unwrap();
-        assert_eq!(esquema["required"], json!(["id", "lista", "Par"]));
-        assert_eq!(esquema["additionalProperties"], json!(false));
+        #[derive(utoipa::ToSchema)]
+        #[allow(dead_code)]
+        struct Municipio {
+            codigo_ibge: u32,
+        }
+        let esquema = esquema_de!(Encerramento);
         assert_eq!(
-            esquema["properties"]["nota"]["type"],
-            json!(["string", "null"])
+            json_de(&esquema.esquema),
+            json!({"$ref": "#/components/schemas/Encerramento"})
         );
-        assert_eq!(esquema["properties"]["peso"]["maximum"], json!(255));
+        let nomes: Vec<&str> = esquema
+            .componentes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(nomes, ["Municipio", "Encerramento"]);
+        let encerramento = json_de(&esquema.componentes[1].1);
+        assert_eq!(encerramento["description"], json!("The closing."));
+        assert_eq!(encerramento["required"], json!(["cnpj", "municipio"]));
         assert_eq!(
-            esquema["properties"]["lista"]["items"]["minimum"],
-            json!(-32768)
+            encerramento["properties"]["municipio"],
+            json!({"$ref": "#/components/schemas/Municipio"})
         );
-        assert_eq!(
-            esquema["properties"]["Par"]["prefixItems"][1]["maxLength"],
-            json!(1)
+    }
+
+    #[test]
+    fn um_payload_sem_to_schema_fica_sem_esquema_e_o_corpo_diz_por_que() {
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Opaco {
+            n: u8,
+        }
+        let esquema = esquema_de!(Opaco);
+        assert!(esquema.esquema.is_none());
+        assert!(esquema.componentes.is_empty());
+        let corpo = json_de(&corpo_do_pedido(esquema.esquema));
+        // No schema at all: not even `{}`, which would call any JSON value valid.
+        assert_eq!(corpo["content"]["application/json"], json!({}));
+        let descricao = corpo["description"].as_str().unwrap();
+        assert!(
+            descricao.contains("Schema not published: the receiving app's payload type does not derive `utoipa::ToSchema`"),
+            "{descricao}"
         );
-        assert_eq!(esquema["properties"]["Par"]["items"], json!(false));
-    }
-
-    #[test]
-    fn enums_como_o_serde_json_le() {
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        enum Estado {
-            Aberto,
-            Fechado,
-        }
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        enum Motivo {
-            Nenhum,
-            Texto(String),
-            Codigo { numero: u32, interno: Estado },
-        }
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        struct Evento {
-            estado: Estado,
-            motivo: Option<Motivo>,
-        }
-        let esquema = rastreado::<Evento>().unwrap();
-        let estado = &esquema["properties"]["estado"];
-        assert_eq!(estado["enum"], json!(["Aberto", "Fechado"]));
-        let opcoes = esquema["properties"]["motivo"]["oneOf"].as_array().unwrap();
-        assert_eq!(opcoes.len(), 4, "{opcoes:?}");
-        assert_eq!(opcoes[0]["enum"], json!(["Nenhum"]));
-        assert_eq!(opcoes[1]["required"], json!(["Texto"]));
-        let codigo = &opcoes[2]["properties"]["Codigo"];
-        assert_eq!(codigo["required"], json!(["numero", "interno"]));
-        assert_eq!(codigo["properties"]["interno"]["enum"], estado["enum"]);
-        assert_eq!(opcoes[3]["type"], json!("null"));
-    }
-
-    #[test]
-    fn o_que_nao_se_rastreia_fica_sem_esquema() {
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        struct Recursivo {
-            filho: Option<Box<Recursivo>>,
-        }
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        struct Achatado {
-            #[serde(flatten)]
-            resto: std::collections::HashMap<String, u8>,
-        }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        #[allow(dead_code)]
-        enum SemEtiqueta {
-            A(u8),
-            B(String),
-        }
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        struct Grande {
-            n: u128,
-        }
-        assert!(rastreado::<Recursivo>().is_none());
-        assert!(rastreado::<Achatado>().is_none());
-        assert!(rastreado::<SemEtiqueta>().is_none());
-        assert!(rastreado::<Grande>().is_none());
-        assert!(rastreado::<serde_json::Value>().is_none());
-    }
-
-    #[test]
-    fn apelidos_e_tipos_transparentes() {
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        struct Cnpj(String);
-        #[derive(Deserialize)]
-        #[allow(dead_code)]
-        struct Evento {
-            #[serde(alias = "emitente")]
-            cnpj: Cnpj,
-        }
-        let esquema = rastreado::<Evento>().unwrap();
-        assert_eq!(esquema["properties"]["cnpj"]["type"], json!("string"));
-        assert_eq!(esquema["properties"].as_object().unwrap().len(), 1);
-        assert_eq!(esquema["required"], json!(["cnpj"]));
     }
 }

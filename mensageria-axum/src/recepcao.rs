@@ -200,7 +200,7 @@ pub struct Reaplicacao {
 /// them, but only the app has the receptores.
 ///
 /// ```no_run
-/// # async fn f(pool: mensageria_core::sqlx::PgPool) -> Result<(), mensageria_core::Erro> {
+/// # async fn f<DB: mensageria_core::Banco>(pool: mensageria_core::sqlx::Pool<DB>) -> Result<(), mensageria_core::Erro> {
 /// let feito = mensageria_axum::recepcao::reaplicar_mortas_recebidas(&pool, "estoque", 100).await?;
 /// println!("{} applied, {} still refused", feito.aplicadas, feito.mantidas);
 /// # Ok(()) }
@@ -383,26 +383,21 @@ enum Tentativa {
     Banco,
 }
 
+/// One round in one transaction: the dedup records of all its events in one statement, then
+/// the function of each new one, then one commit; at the first event that fails, everything is
+/// rolled back.
 async fn tentar_rodada<R: Receptor>(
     pool: &Pool<R::Banco>,
     eventos: &[Entrada<'_>],
     vivos: &mut [Pronto<R>],
 ) -> Tentativa {
-    let banco = |falha: mensageria_core::sqlx::Error| {
-        tracing::error!(error = %falha, "mensageria receptor: database error; nothing of the batch applied");
-        Tentativa::Banco
-    };
-    let mut tx = match pool.begin().await {
-        Ok(tx) => tx,
-        Err(falha) => return banco(falha),
-    };
     let recebidas: Vec<Recebida<'_>> = vivos
         .iter()
         .map(|pronto| recebida::<R>(eventos, pronto))
         .collect();
-    let novos = match operacoes::registrar_recebidas::<R::Banco>(&mut *tx, &recebidas).await {
-        Ok(novos) => novos,
-        Err(falha) => return banco(falha),
+    let (mut tx, novos) = match registrar_rodada(pool, &recebidas).await {
+        Ok(registrada) => registrada,
+        Err(falha) => return banco_falhou(falha),
     };
     if !novos.contains(&true) {
         // Every event is a duplicate and nothing was written: no commit to wait for. The
@@ -410,29 +405,54 @@ async fn tentar_rodada<R: Receptor>(
         drop(tx);
         return Tentativa::Commitada(novos);
     }
-    for (indice, (pronto, novo)) in vivos.iter_mut().zip(&novos).enumerate() {
+    if let Some((indice, desfecho)) = aplicar_novos::<R>(&mut tx, eventos, vivos, &novos).await {
+        drop(tx);
+        return Tentativa::Falhou {
+            indice,
+            desfecho,
+            novos,
+        };
+    }
+    match tx.commit().await {
+        Ok(()) => Tentativa::Commitada(novos),
+        Err(falha) => banco_falhou(falha),
+    }
+}
+
+/// The database failed during a round: logged, nothing of it applied.
+fn banco_falhou(falha: mensageria_core::sqlx::Error) -> Tentativa {
+    tracing::error!(error = %falha, "mensageria receptor: database error; nothing of the batch applied");
+    Tentativa::Banco
+}
+
+/// Opens the round's transaction and writes the dedup records of all its events in one
+/// statement: the transaction, and for each event whether it is new.
+async fn registrar_rodada<DB: mensageria_core::Banco>(
+    pool: &Pool<DB>,
+    recebidas: &[Recebida<'_>],
+) -> Result<(Transaction<'static, DB>, Vec<bool>), mensageria_core::sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let novos = operacoes::registrar_recebidas::<DB>(&mut *tx, recebidas).await?;
+    Ok((tx, novos))
+}
+
+/// Runs the function of each new event of the round in `tx`, in order, until one fails: that
+/// event's index in the round and its outcome (logged in its span). `None`: every one ran.
+async fn aplicar_novos<R: Receptor>(
+    tx: &mut Transaction<'_, R::Banco>,
+    eventos: &[Entrada<'_>],
+    vivos: &mut [Pronto<R>],
+    novos: &[bool],
+) -> Option<(usize, Desfecho)> {
+    for (indice, (pronto, novo)) in vivos.iter_mut().zip(novos).enumerate() {
         let Some(evento) = pronto.evento.take().filter(|_| *novo) else {
             continue;
         };
         let origem = &eventos[pronto.posicao];
         let span = span_do_evento::<R>(origem, &pronto.chave);
-        let efeito = correlacao::com(correlacao_de(origem), R::aplicar(&mut tx, evento));
-        let falha = match AssertUnwindSafe(efeito.instrument(span.clone()))
-            .catch_unwind()
-            .await
-        {
-            Ok(Ok(())) => continue,
-            Ok(Err(Rejeicao::Permanente { motivo })) => Desfecho::Rejeitado { motivo },
-            Ok(Err(Rejeicao::Temporaria {
-                motivo,
-                tentar_apos,
-            })) => Desfecho::Temporario {
-                motivo,
-                tentar_apos,
-            },
-            Err(_) => Desfecho::Panico,
+        let Err(falha) = efeito::<R>(tx, origem, evento, span.clone()).await else {
+            continue;
         };
-        drop(tx);
         span.in_scope(|| {
             tracing::warn!(
                 resultado = falha.caso().codigo(),
@@ -440,15 +460,34 @@ async fn tentar_rodada<R: Receptor>(
                  other events are applied again one savepoint each"
             )
         });
-        return Tentativa::Falhou {
-            indice,
-            desfecho: falha,
-            novos,
-        };
+        return Some((indice, falha));
     }
-    match tx.commit().await {
-        Ok(()) => Tentativa::Commitada(novos),
-        Err(falha) => banco(falha),
+    None
+}
+
+/// One event's function in the round's transaction, in its `span` and under its correlation
+/// id: a refusal or a panic is its outcome.
+async fn efeito<R: Receptor>(
+    tx: &mut Transaction<'_, R::Banco>,
+    origem: &Entrada<'_>,
+    evento: R::Evento,
+    span: tracing::Span,
+) -> Result<(), Desfecho> {
+    let efeito = correlacao::com(correlacao_de(origem), R::aplicar(tx, evento));
+    match AssertUnwindSafe(efeito.instrument(span))
+        .catch_unwind()
+        .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(Rejeicao::Permanente { motivo })) => Err(Desfecho::Rejeitado { motivo }),
+        Ok(Err(Rejeicao::Temporaria {
+            motivo,
+            tentar_apos,
+        })) => Err(Desfecho::Temporario {
+            motivo,
+            tentar_apos,
+        }),
+        Err(_) => Err(Desfecho::Panico),
     }
 }
 
