@@ -26,7 +26,10 @@
 //! let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
 //! mensageria_core::migrar(&pool).await?;
 //! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new(["segredo-0123456789"]))?;
-//! // axum::serve(listener, app).await?;
+//! let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! // `servir`, not bare `axum::serve`: header-read and idle timeouts, a connection limit, and a
+//! // graceful shutdown (your signal, e.g. `tokio::signal::ctrl_c()`; here at once).
+//! mensageria_axum::servir(ouvinte, app).com_desligamento(async {}).await?;
 //! # Ok(()) }
 //! ```
 //!
