@@ -353,14 +353,14 @@ async fn um_redirecionamento_e_uma_linha_do_relay_por_tentativa() {
     }
     assert_eq!(portao.recebidas().len(), 3);
     assert!(alvo.recebidas().is_empty(), "a redirect is never followed");
-    // The README says what this test sees.
-    let leia_me = include_str!("../README.md")
+    // The guide (Sending) says what this test sees.
+    let leia_me = include_str!("../docs/guide/src/sending.md")
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
     assert!(
         leia_me.contains("a 3xx keeps the row and each attempt is one WARN line of the relay"),
-        "the README's Delivered-means paragraph must say what is logged on a 3xx"
+        "the guide's Delivered-means paragraph (sending.md) must say what is logged on a 3xx"
     );
     db.descartar().await;
 }

@@ -2,8 +2,8 @@
 //!
 //! The alert rules (`alertas.yml`) and the Grafana dashboard (`painel.json`) may name only series
 //! that the exporter mensageria ships with renders for a metric `metricas::descrever()` describes,
-//! with the quantiles it renders and the labels the README's *Metrics* table gives; the README's
-//! table, `descrever()` and the `counter!` / `gauge!` / `histogram!` calls of the crates' sources
+//! with the quantiles it renders and the labels the guide's *Metrics* table gives
+//! (`docs/guide/src/observing.md`); that table, `descrever()` and the `counter!` / `gauge!` / `histogram!` calls of the crates' sources
 //! must list the same metrics with the same kinds. A renamed metric, a quantile that is not
 //! rendered, a rule without `for:` or a severity, a dashboard that is not JSON fail here, not in an
 //! operator's Prometheus.
@@ -44,7 +44,7 @@ enum Especie {
 }
 
 impl Especie {
-    /// The kind as the README's table spells it.
+    /// The kind as the guide's table spells it.
     fn no_leia_me(self) -> &'static str {
         match self {
             Self::Contador => "counter",
@@ -101,7 +101,7 @@ struct Modelo {
     /// Every series name of both renders, with the label pairs of its lines
     /// (`quantile="0.99"`, `le="1"`).
     series: BTreeMap<String, BTreeSet<String>>,
-    /// The README's *Metrics* table: name → (kind as written, labels).
+    /// The guide's *Metrics* table: name → (kind as written, labels).
     leia_me: BTreeMap<String, (String, BTreeSet<String>)>,
 }
 
@@ -168,12 +168,12 @@ fn series(texto: &str, em: &mut BTreeMap<String, BTreeSet<String>>) {
     }
 }
 
-/// The README's *Metrics* table, and whether the section links `docs/observabilidade/`.
+/// The guide's *Metrics* table, and whether the section links `docs/observabilidade/`.
 fn tabela_do_leia_me() -> (BTreeMap<String, (String, BTreeSet<String>)>, bool) {
-    let leia_me = ler("README.md");
+    let leia_me = ler("docs/guide/src/observing.md");
     let inicio = leia_me
         .find("\n## Metrics\n")
-        .expect("README.md has a \"## Metrics\" section");
+        .expect("docs/guide/src/observing.md has a \"## Metrics\" section");
     let secao = &leia_me[inicio + 1..];
     let secao = &secao[..secao[1..].find("\n## ").map_or(secao.len(), |f| f + 1)];
     let mut tabela = BTreeMap::new();
@@ -181,7 +181,7 @@ fn tabela_do_leia_me() -> (BTreeMap<String, (String, BTreeSet<String>)>, bool) {
         let celulas: Vec<&str> = linha.split('|').map(str::trim).collect();
         assert!(
             celulas.len() >= 5,
-            "README.md, Metrics: a short row: {linha}"
+            "docs/guide/src/observing.md, Metrics: a short row: {linha}"
         );
         let nome = celulas[1].trim_matches('`').to_owned();
         let especie = celulas[2].trim_end_matches('¹').to_owned();
@@ -204,7 +204,7 @@ fn tabela_do_leia_me() -> (BTreeMap<String, (String, BTreeSet<String>)>, bool) {
             .collect();
         assert!(
             tabela.insert(nome.clone(), (especie, rotulos)).is_none(),
-            "README.md, Metrics: {nome} has two rows"
+            "docs/guide/src/observing.md, Metrics: {nome} has two rows"
         );
     }
     (tabela, secao.contains("docs/observabilidade/"))
@@ -404,7 +404,7 @@ impl Modelo {
             for rotulo in rotulos_do_seletor(seletor) {
                 if !["quantile", "le"].contains(&rotulo) && !rotulos.contains(rotulo) {
                     problemas.push(format!(
-                        "`{}` has no label `{rotulo}` (README.md, Metrics: {rotulos:?})",
+                        "`{}` has no label `{rotulo}` (docs/guide/src/observing.md, Metrics: {rotulos:?})",
                         r.nome
                     ));
                 }
@@ -794,9 +794,9 @@ fn a_tabela_do_leia_me_lista_cada_metrica_descrita_com_seu_tipo() {
     let mut erros = Vec::new();
     for (nome, especie) in &descritas {
         match tabela.get(nome) {
-            None => erros.push(format!("README.md, Metrics: no row for {nome}")),
+            None => erros.push(format!("docs/guide/src/observing.md, Metrics: no row for {nome}")),
             Some((escrita, _)) if escrita != especie.no_leia_me() => erros.push(format!(
-                "README.md, Metrics: {nome} is a {escrita}; descrever() describes a {}",
+                "docs/guide/src/observing.md, Metrics: {nome} is a {escrita}; descrever() describes a {}",
                 especie.no_leia_me()
             )),
             Some(_) => {}
@@ -804,11 +804,13 @@ fn a_tabela_do_leia_me_lista_cada_metrica_descrita_com_seu_tipo() {
     }
     for nome in tabela.keys().filter(|n| !descritas.contains_key(*n)) {
         erros.push(format!(
-            "README.md, Metrics: {nome} is not described by descrever()"
+            "docs/guide/src/observing.md, Metrics: {nome} is not described by descrever()"
         ));
     }
     if !liga_observabilidade {
-        erros.push("README.md, Metrics: no link to docs/observabilidade/".to_owned());
+        erros.push(
+            "docs/guide/src/observing.md, Metrics: no link to docs/observabilidade/".to_owned(),
+        );
     }
     falhar_se(&erros);
 }

@@ -1,7 +1,7 @@
 //! The `--json` output is an interface: every command's keys are pinned here, and each one is
-//! documented in the README's "JSON output" table, so a rename cannot slip through unnoticed
-//! and no key goes undocumented. Keys are English snake_case, the words of the table headers;
-//! `tipo` and `app` keep the domain's names.
+//! documented in the guide's "JSON output" table (`docs/guide/src/operating.md`), so a rename
+//! cannot slip through unnoticed and no key goes undocumented. Keys are English snake_case, the
+//! words of the table headers; `tipo` and `app` keep the domain's names.
 
 use std::collections::BTreeSet;
 
@@ -268,11 +268,12 @@ nos_dois_bancos! {
         vistas.push(("apps listar", chaves_de(&db, &["apps", "listar"])));
         vistas.push(("apps remover", chaves_de(&db, &["apps", "remover", "antigo", "--yes"])));
 
-        let leia_me = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let guia = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide/src/operating.md");
+        let leia_me = std::fs::read_to_string(guia).unwrap();
         let tabela = leia_me
             .split("<!-- json-keys -->")
             .nth(1)
-            .expect("the README's JSON output table, between <!-- json-keys --> markers");
+            .expect("the guide's JSON output table (operating.md), between <!-- json-keys --> markers");
         assert_eq!(vistas.len(), fixadas().len(), "every pinned command is run, and only those");
         for ((comando, vistas), (fixado, esperadas)) in vistas.into_iter().zip(fixadas()) {
             assert_eq!(comando, fixado);
@@ -280,7 +281,7 @@ nos_dois_bancos! {
             for chave in &esperadas {
                 assert!(
                     tabela.contains(&format!("`{chave}`")),
-                    "`{chave}` of `mensageria {comando} --json` is not in the README's table"
+                    "`{chave}` of `mensageria {comando} --json` is not in the guide's table (operating.md)"
                 );
             }
         }
