@@ -397,3 +397,47 @@ nos_dois_bancos! {
         assert_eq!(contar(&db.pool, "efeito WHERE numero LIKE 'hostil-%'").await, 4);
     }
 }
+
+nos_dois_bancos! {
+    async fn morta_recebida_guarda_o_rastro_e_a_reaplicacao_o_continua(db) {
+        let _ = preparar(&db.pool).await;
+        let tipo = tipo_em(&db.pool);
+        let rastro = format!("{:032x}", fastrand::u128(1..));
+        let traceparent = format!("00-{rastro}-00f067aa0ba902b7-01");
+        // What a JetStream consumer keeps of an event its receptor refused for good.
+        mensageria_core::operacoes::registrar_morta_recebida(
+            &db.pool,
+            &mensageria_core::operacoes::MortaRecebida {
+                app: "fiscal".to_owned(),
+                id_mensagem: uuid::Uuid::now_v7(),
+                tipo: tipo.to_owned(),
+                origem: format!("nats:MENSAGERIA:mensageria.{tipo}"),
+                payload: json!({ "numero": format!("morta-{rastro}") }).to_string(),
+                correlacao: None,
+                motivo: "rejected: fixed since".to_owned(),
+                entregas: 1,
+                morta_em_ms: 0,
+                traceparent: Some(traceparent.clone()),
+                tracestate: Some("congo=t61rcWkgMzE".to_owned()),
+            },
+        )
+        .await
+        .unwrap();
+        let guardadas = mensageria_core::operacoes::mortas_recebidas(&db.pool, Some("fiscal"), 10)
+            .await
+            .unwrap();
+        assert_eq!(guardadas[0].traceparent.as_deref(), Some(traceparent.as_str()));
+
+        let feito = mensageria_axum::recepcao::reaplicar_mortas_recebidas(&db.pool, "fiscal", 10)
+            .await
+            .unwrap();
+        assert_eq!(feito.aplicadas, 1, "{feito:?}");
+        let spans = spans_do_rastro(TraceId::from_hex(&rastro).unwrap(), 1).await;
+        let receptores = nomeados(&spans, "mensageria.receptor");
+        assert_eq!(receptores.len(), 1, "{}", arvore(&spans));
+        assert_eq!(
+            receptores[0].parent_span_id,
+            SpanId::from_hex("00f067aa0ba902b7").unwrap()
+        );
+    }
+}

@@ -225,8 +225,9 @@ pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
         let entradas = [Entrada {
             id: morta.id_mensagem,
             correlacao: morta.correlacao.clone(),
-            traceparent: None,
-            tracestate: None,
+            // The replay continues the trace the event arrived in.
+            traceparent: morta.traceparent.clone(),
+            tracestate: morta.tracestate.clone(),
             payload,
         }];
         let Some(aplicacao) = (receptor.aplicar)(pool as &dyn Any, &entradas) else {

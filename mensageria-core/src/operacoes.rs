@@ -191,6 +191,10 @@ pub struct MortaRecebida {
     pub entregas: i64,
     /// When it was kept (ms since the epoch; set by the database when recording).
     pub morta_em_ms: i64,
+    /// The W3C `traceparent` it arrived with, if any: a replay continues that trace.
+    pub traceparent: Option<String>,
+    /// Its `tracestate`, if any.
+    pub tracestate: Option<String>,
 }
 
 /// Keeps one receiver-side dead letter (an event a broker delivered and the receptor refused for

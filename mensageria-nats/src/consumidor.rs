@@ -473,6 +473,8 @@ impl<DB: Banco> Laco<DB> {
             motivo: format!("{codigo}: {motivo}"),
             entregas: mensagem.info().map(|info| info.delivered).unwrap_or(1),
             morta_em_ms: 0,
+            traceparent: cabecalho(mensagem, "traceparent").map(str::to_owned),
+            tracestate: cabecalho(mensagem, "tracestate").map(str::to_owned),
         };
         tracing::warn!(
             tipo = %morta.tipo,

@@ -181,6 +181,8 @@ pub(crate) async fn plantar_morta_recebida_com_id(
         motivo: motivo.to_owned(),
         entregas: 3,
         morta_em_ms: 0,
+        traceparent: None,
+        tracestate: None,
     })
     .await;
 }

@@ -7,3 +7,8 @@ ALTER TABLE mensageria_saida ADD COLUMN traceparent TEXT;
 ALTER TABLE mensageria_saida ADD COLUMN tracestate TEXT;
 ALTER TABLE mensageria_mortas ADD COLUMN traceparent TEXT;
 ALTER TABLE mensageria_mortas ADD COLUMN tracestate TEXT;
+
+-- A receiving app's dead letters keep the context they arrived with, so a replay
+-- (`reaplicar_mortas_recebidas`) continues the sender's trace.
+ALTER TABLE mensageria_mortas_recebidas ADD COLUMN traceparent TEXT;
+ALTER TABLE mensageria_mortas_recebidas ADD COLUMN tracestate TEXT;

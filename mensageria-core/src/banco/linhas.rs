@@ -272,13 +272,27 @@ pub(crate) type LinhaMortaRecebida = (
     String,
     i64,
     i64,
+    Option<String>,
+    Option<String>,
 );
 
 pub(crate) fn mortas_recebidas(linhas: Vec<LinhaMortaRecebida>) -> Vec<MortaRecebida> {
     linhas
         .into_iter()
         .map(
-            |(app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, em)| {
+            |(
+                app,
+                id_mensagem,
+                tipo,
+                origem,
+                payload,
+                correlacao,
+                motivo,
+                entregas,
+                em,
+                traceparent,
+                tracestate,
+            )| {
                 MortaRecebida {
                     app,
                     id_mensagem,
@@ -289,6 +303,8 @@ pub(crate) fn mortas_recebidas(linhas: Vec<LinhaMortaRecebida>) -> Vec<MortaRece
                     motivo,
                     entregas,
                     morta_em_ms: em,
+                    traceparent,
+                    tracestate,
                 }
             },
         )

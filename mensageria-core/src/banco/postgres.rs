@@ -760,8 +760,10 @@ impl BancoInterno for Postgres {
     ) -> Result<bool, sqlx::Error> {
         let r = sqlx::query(
             "INSERT INTO mensageria_mortas_recebidas \
-                 (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (app, id_mensagem) DO NOTHING",
+                 (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                  traceparent, tracestate) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (app, id_mensagem) DO NOTHING",
         )
         .bind(&morta.app)
         .bind(morta.id_mensagem)
@@ -771,6 +773,8 @@ impl BancoInterno for Postgres {
         .bind(&morta.correlacao)
         .bind(&morta.motivo)
         .bind(morta.entregas)
+        .bind(&morta.traceparent)
+        .bind(&morta.tracestate)
         .execute(pool)
         .await?;
         Ok(r.rows_affected() == 1)
@@ -783,7 +787,7 @@ impl BancoInterno for Postgres {
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         let linhas = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 (extract(epoch FROM morta_em) * 1000)::bigint \
+                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate \
              FROM mensageria_mortas_recebidas WHERE $1::text IS NULL OR app = $1 \
              ORDER BY morta_em DESC, id DESC LIMIT $2",
         )
@@ -801,7 +805,7 @@ impl BancoInterno for Postgres {
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         let linhas = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 (extract(epoch FROM morta_em) * 1000)::bigint \
+                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate \
              FROM mensageria_mortas_recebidas \
              WHERE id_mensagem = $1 AND ($2::text IS NULL OR app = $2) ORDER BY app",
         )

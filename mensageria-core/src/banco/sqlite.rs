@@ -722,8 +722,10 @@ impl BancoInterno for Sqlite {
     ) -> Result<bool, sqlx::Error> {
         let r = sqlx::query(
             "INSERT INTO mensageria_mortas_recebidas \
-                 (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (app, id_mensagem) DO NOTHING",
+                 (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                  traceparent, tracestate) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (app, id_mensagem) DO NOTHING",
         )
         .bind(&morta.app)
         .bind(morta.id_mensagem.to_string())
@@ -733,6 +735,8 @@ impl BancoInterno for Sqlite {
         .bind(&morta.correlacao)
         .bind(&morta.motivo)
         .bind(morta.entregas)
+        .bind(&morta.traceparent)
+        .bind(&morta.tracestate)
         .execute(pool)
         .await?;
         Ok(r.rows_affected() == 1)
@@ -754,10 +758,12 @@ impl BancoInterno for Sqlite {
             String,
             i64,
             i64,
+            Option<String>,
+            Option<String>,
         );
         let linhas: Vec<Linha> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                     morta_em \
+                     morta_em, traceparent, tracestate \
                  FROM mensageria_mortas_recebidas WHERE $1 IS NULL OR app = $1 \
                  ORDER BY morta_em DESC, id DESC LIMIT $2",
         )
@@ -769,10 +775,11 @@ impl BancoInterno for Sqlite {
             linhas
                 .into_iter()
                 .map(
-                    |(app, id, tipo, origem, payload, correlacao, motivo, entregas, em)| {
+                    |(app, id, tipo, origem, payload, correlacao, motivo, entregas, em, tp, ts)| {
                         let id = uuid::Uuid::parse_str(&id).unwrap_or_default();
                         (
-                            app, id, tipo, origem, payload, correlacao, motivo, entregas, em,
+                            app, id, tipo, origem, payload, correlacao, motivo, entregas, em, tp,
+                            ts,
                         )
                     },
                 )
@@ -795,9 +802,12 @@ impl BancoInterno for Sqlite {
             String,
             i64,
             i64,
+            Option<String>,
+            Option<String>,
         );
         let linhas: Vec<Linha> = sqlx::query_as(
-            "SELECT app, tipo, origem, payload, correlacao, motivo, entregas, morta_em \
+            "SELECT app, tipo, origem, payload, correlacao, motivo, entregas, morta_em, \
+                 traceparent, tracestate \
              FROM mensageria_mortas_recebidas \
              WHERE id_mensagem = $1 AND ($2 IS NULL OR app = $2) ORDER BY app",
         )
@@ -809,7 +819,7 @@ impl BancoInterno for Sqlite {
             linhas
                 .into_iter()
                 .map(
-                    |(app, tipo, origem, payload, correlacao, motivo, entregas, em)| {
+                    |(app, tipo, origem, payload, correlacao, motivo, entregas, em, tp, ts)| {
                         (
                             app,
                             id_mensagem,
@@ -820,6 +830,8 @@ impl BancoInterno for Sqlite {
                             motivo,
                             entregas,
                             em,
+                            tp,
+                            ts,
                         )
                     },
                 )
