@@ -72,7 +72,9 @@
 //! again without it.
 //!
 //! The OpenAPI document of every receptor is served at
-//! `GET /m2m/openapi.json` (payloads that derive `utoipa::ToSchema` get their full schema).
+//! `GET /m2m/openapi.json`: a payload that derives `utoipa::ToSchema` gets its full schema
+//! (derive it through the re-export, `use mensageria_axum::utoipa;`, or with `utoipa = "5"` of
+//! your own); any other payload is documented "schema not published", with no schema.
 
 mod chave;
 mod cloudevents;
@@ -123,13 +125,31 @@ pub use axum;
 /// Re-exported so an application that depends on `mensageria-axum` alone reaches the sending
 /// side, and its `sqlx`, `uuid` and `serde_json`, at the versions mensageria uses.
 pub use mensageria_core;
+/// Re-exported so a payload can derive `utoipa::ToSchema` (and publish its schema in the OpenAPI
+/// document) without a `utoipa` dependency of the application's own: `use
+/// mensageria_axum::utoipa;` in the module that derives it (the derive names `utoipa::…`).
+///
+/// ```
+/// use mensageria_axum::utoipa;
+///
+/// /// A stock change (its doc comment is the schema's description).
+/// #[derive(serde::Deserialize, utoipa::ToSchema)]
+/// struct Ajuste {
+///     sku: String,
+///     delta: i32,
+/// }
+///
+/// use utoipa::PartialSchema as _;
+/// assert!(serde_json::to_string(&Ajuste::schema()).unwrap().contains("sku"));
+/// ```
+pub use utoipa;
 
 /// What the code `#[receptor]` generates names, and only that: generated code reaches this
 /// crate through here alone. Not public API: it changes with the macro.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::chave::{ChaveNatural, ErroChave, chave, parte};
-    pub use crate::openapi::{EsquemaEvento, EsquemaGenerico, Sonda, rastrear_receptor};
+    pub use crate::openapi::{EsquemaEvento, EsquemaGenerico, Sonda};
     pub use crate::recepcao::aplicar_dinamico;
     pub use crate::receptor::{Receptor, ReceptorRegistrado};
     pub use crate::rejeicao::Rejeicao;

@@ -54,7 +54,7 @@ impl<T> Default for Sonda<T> {
 
 impl<T: utoipa::ToSchema> Sonda<T> {
     #[doc(hidden)]
-    pub fn esquema(&self, _gerado: fn()) -> EsquemaEvento {
+    pub fn esquema(&self) -> EsquemaEvento {
         let mut componentes = Vec::new();
         T::schemas(&mut componentes);
         let nome = T::name();
@@ -73,20 +73,14 @@ impl<T: utoipa::ToSchema> Sonda<T> {
 
 #[doc(hidden)]
 pub trait EsquemaGenerico {
-    /// The payload's schema, or none ([`rastrear_receptor`] explains `_gerado`).
-    fn esquema(&self, _gerado: fn()) -> EsquemaEvento;
+    /// The payload's schema, or none.
+    fn esquema(&self) -> EsquemaEvento;
 }
-
-/// What the code `#[receptor]` generates passes to [`EsquemaGenerico::esquema`] today. It is
-/// vestigial: it used to trace a schema from the payload's `Deserialize`; nothing is traced any
-/// more, and it goes once the macro stops passing it.
-#[doc(hidden)]
-pub fn rastrear_receptor<R>() {}
 
 /// A payload without `ToSchema`: its schema is not published. The document says so and gives
 /// the body no schema, so it never calls valid a value the type refuses.
 impl<T> EsquemaGenerico for &Sonda<T> {
-    fn esquema(&self, _gerado: fn()) -> EsquemaEvento {
+    fn esquema(&self) -> EsquemaEvento {
         EsquemaEvento {
             esquema: None,
             componentes: Vec::new(),
@@ -477,7 +471,7 @@ mod testes {
     /// The payload's schema, picked as the code `#[receptor]` generates picks it.
     macro_rules! esquema_de {
         ($payload:ty) => {
-            (&Sonda::<$payload>::new()).esquema(|| {})
+            (&Sonda::<$payload>::new()).esquema()
         };
     }
 

@@ -91,8 +91,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                 fn esquema() -> ::mensageria_axum::__private::EsquemaEvento {
                     #[allow(unused_imports)]
                     use ::mensageria_axum::__private::EsquemaGenerico as _;
-                    (&::mensageria_axum::__private::Sonda::<#payload>::new())
-                        .esquema(::mensageria_axum::__private::rastrear_receptor::<Self>)
+                    (&::mensageria_axum::__private::Sonda::<#payload>::new()).esquema()
                 }
             }
 
