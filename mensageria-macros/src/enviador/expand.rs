@@ -38,7 +38,57 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
     );
     let enviador = quote!(::mensageria_core::__private::Enviador<#por>);
 
-    let (tipo, marcador, concordancia) = match &args.tipo {
+    let (tipo, marcador, concordancia) = tipo(args, payload, &payload_str);
+
+    quote! {
+        #funcao
+
+        // `pub`: an app that enqueues from another crate than its enviadores' infers this type,
+        // and an inferred type must be nameable there.
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, dead_code, unreachable_pub)]
+        pub struct #por;
+
+        #marcador
+
+        #[doc(hidden)]
+        const _: () = {
+            #impl_token #enviador for #payload {
+                const TIPO: &'static str = #tipo;
+
+                fn enviar<'__a>(
+                    self,
+                    ctx: &'__a ::mensageria_core::__private::ContextoEnvio,
+                ) -> impl ::core::future::Future<
+                    Output = ::core::result::Result<(), ::mensageria_core::__private::FalhaEnvio>,
+                > + ::core::marker::Send + '__a {
+                    #chamada
+                }
+
+                #ordem
+            }
+
+            #concordancia
+
+            ::mensageria_core::__private::inventory::submit! {
+                ::mensageria_core::__private::registrar_enviador::<#payload, #por>(
+                    #payload_str,
+                    ::core::module_path!(),
+                    #nome_str,
+                )
+            }
+        };
+    }
+}
+
+/// The tipo's expression, and for a written tipo its crate-wide marker and the constant that
+/// checks it against the payload's `Evento::TIPO`, when the payload has one.
+fn tipo(
+    args: &Args,
+    payload: &syn::Type,
+    payload_str: &str,
+) -> (TokenStream, Option<TokenStream>, Option<TokenStream>) {
+    match &args.tipo {
         Some(escrito) => {
             let valor = &escrito.valor;
             let marcador = format_ident!(
@@ -79,46 +129,6 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
             None,
             None,
         ),
-    };
-
-    quote! {
-        #funcao
-
-        // `pub`: an app that enqueues from another crate than its enviadores' infers this type,
-        // and an inferred type must be nameable there.
-        #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code, unreachable_pub)]
-        pub struct #por;
-
-        #marcador
-
-        #[doc(hidden)]
-        const _: () = {
-            #impl_token #enviador for #payload {
-                const TIPO: &'static str = #tipo;
-
-                fn enviar<'__a>(
-                    self,
-                    ctx: &'__a ::mensageria_core::__private::ContextoEnvio,
-                ) -> impl ::core::future::Future<
-                    Output = ::core::result::Result<(), ::mensageria_core::__private::FalhaEnvio>,
-                > + ::core::marker::Send + '__a {
-                    #chamada
-                }
-
-                #ordem
-            }
-
-            #concordancia
-
-            ::mensageria_core::__private::inventory::submit! {
-                ::mensageria_core::__private::registrar_enviador::<#payload, #por>(
-                    #payload_str,
-                    ::core::module_path!(),
-                    #nome_str,
-                )
-            }
-        };
     }
 }
 
