@@ -122,6 +122,16 @@ impl Cenario {
         }
     }
 
+    /// A fault proxy of this scenario's own (seeded like it) in front of the machine's
+    /// PostgreSQL, and a pool of `conexoes` to the scenario's schema through it: a relay's
+    /// database that can be refused or frozen while the rest of the scenario's is not.
+    async fn banco_por_proxy(&self, conexoes: u32) -> (ProxyDeFalhas, PgPool) {
+        let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
+        let proxy = ProxyDeFalhas::iniciar(pg, self.semente).await.unwrap();
+        let pool = self.pg.pool_via(proxy.endereco(), conexoes).await;
+        (proxy, pool)
+    }
+
     fn falhar_no_receptor(&self, falha: FalhaNoReceptor) {
         FALHAS.lock().unwrap().insert(
             self.nome.to_owned(),
@@ -567,9 +577,7 @@ async fn destino_fora_do_ar_por_muito_tempo() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn banco_inacessivel_por_um_tempo() {
     let c = Cenario::novo("banco_inacessivel_por_um_tempo", 19).await;
-    let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
-    let proxy_pg = ProxyDeFalhas::iniciar(pg, 19).await.unwrap();
-    let pool = c.pg.pool_via(proxy_pg.endereco(), 4).await;
+    let (proxy_pg, pool) = c.banco_por_proxy(4).await;
     let relay = c.relay(pool, c.config("emissor")).spawn().unwrap();
     let tentadas = c.produzir(&c.pg.pool, 0..150, 4, nenhum).await;
     proxy_pg.modo(ModoProxy::Recusar);
@@ -612,10 +620,9 @@ async fn veneno_misturado_e_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expira_durante_entrega_lenta() {
     let c = Cenario::novo("lease_expira_durante_entrega_lenta", 21).await;
-    let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
-    let proxy_pg = ProxyDeFalhas::iniciar(pg, 21).await.unwrap();
+    let (proxy_pg, pool_a) = c.banco_por_proxy(2).await;
     let lento = c.relay(
-        c.pg.pool_via(proxy_pg.endereco(), 2).await,
+        pool_a,
         c.config("emissor")
             .com_lease(Duration::from_millis(800))
             .com_tempo_limite_envio(Duration::from_millis(700)),
@@ -655,12 +662,11 @@ async fn lease_expira_durante_entrega_lenta() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lotes_sobrepostos_de_duas_replicas_apos_o_lease() {
     let c = Cenario::novo("lotes_sobrepostos_de_duas_replicas_apos_o_lease", 32).await;
-    let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
-    let proxy_pg = ProxyDeFalhas::iniciar(pg, 32).await.unwrap();
+    let (proxy_pg, pool_a) = c.banco_por_proxy(2).await;
     // Replica A sends its 64 messages in batches that the receptor's side holds for 1.5 s; its
     // database freezes meanwhile, so it cannot renew its leases (800 ms).
     let a = Relay::new(
-        c.pg.pool_via(proxy_pg.endereco(), 2).await,
+        pool_a,
         c.config("emissor")
             .com_lote(64)
             .com_concorrencia(64)
@@ -1103,14 +1109,13 @@ async fn desistencia_tardia_nao_enterra_mensagem_reentregue() {
     let c = Cenario::novo("desistencia_tardia_nao_enterra_mensagem_reentregue", 28).await;
     // Relay A: one attempt only; its destination hangs (a blackholed proxy) until its send
     // timeout, so its verdict is "dead letter"; its database freezes before it can write it.
-    let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
-    let proxy_pg = ProxyDeFalhas::iniciar(pg, 28).await.unwrap();
+    let (proxy_pg, pool_a) = c.banco_por_proxy(2).await;
     let buraco = ProxyDeFalhas::iniciar(c.proxy.endereco(), 28)
         .await
         .unwrap();
     buraco.modo(ModoProxy::Buraco);
     let a = Relay::new(
-        c.pg.pool_via(proxy_pg.endereco(), 2).await,
+        pool_a,
         c.config("emissor")
             .com_max_tentativas(1)
             .com_lease(Duration::from_millis(800))
