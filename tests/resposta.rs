@@ -24,7 +24,8 @@ async fn enviar_reserva(_evento: Reserva, _ctx: &ContextoEnvio) -> Result<(), Fa
     Ok(())
 }
 
-/// PostgreSQL: the README's receptor, written against a concrete backend.
+/// PostgreSQL: the guide's replying receptor (docs/guide/src/receiving.md, "Replying from a
+/// receptor"), written against a concrete backend.
 #[receptor(tipo = "teste.pedido", chave_natural = (evento.id))]
 async fn reservar_pg(tx: &mut Transaction<'_, Postgres>, evento: Pedido) -> Result<(), Rejeicao> {
     sqlx::query("INSERT INTO reserva (pedido) VALUES ($1)")

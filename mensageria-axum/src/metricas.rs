@@ -20,7 +20,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Every metric, its type and labels are listed in the README's *Metrics* table.
+//! Every metric, its type and labels are listed in the *Metrics* table of the guide's observing
+//! chapter (`docs/guide/src/observing.md`).
 
 use axum::Router;
 use axum::http::header;

@@ -61,7 +61,8 @@ pub(crate) enum Comando {
     /// the tipo's dead letters (`mortas listar --tipo`); RECEIVED DEAD, events of the tipo that a
     /// broker consumer's receptor refused for good, every receiving app's (`mortas-recebidas
     /// listar`); CLAIMED BY, the apps whose relay sends the tipo; LAST SEEN, when each last said
-    /// so. With --json, the same figures under the keys of the README's "JSON output" table.
+    /// so. With --json, the same figures under the keys of the "JSON output" table in the guide's
+    /// operating chapter (docs/guide/src/operating.md).
     Status,
     /// Dead letters: list, show, replay, discard.
     Mortas {
