@@ -256,12 +256,15 @@ impl Config {
         self.lease / 2
     }
 
-    /// The keyset floor (PostgreSQL). Each claim of a tipo starts `margem` before the head of
-    /// its queue as last seen, instead of at the oldest index entry, so the index entries of
-    /// delivered rows that vacuum has not removed yet are not walked over on every claim. A row
-    /// that becomes visible below the floor (its enqueuing transaction stayed open for longer
-    /// than `margem`) is found by the full scan that runs every `varredura`: it is delayed,
-    /// never skipped. Defaults: 10 s and 30 s.
+    /// The keyset floor (PostgreSQL). A claim of a tipo starts below the head of its queue as
+    /// last seen, instead of at the oldest index entry, so the index entries of delivered rows
+    /// that vacuum has not removed yet are not walked over on every claim: one claim a second
+    /// starts `margem` below the head, the others at most 1 s below it (the entries of the last
+    /// second only, which matters while a long transaction elsewhere on the database holds the
+    /// xmin horizon and no entry can be marked dead). A row that becomes visible below the
+    /// floor is delayed, never skipped: up to a second when its enqueuing transaction stayed
+    /// open for less than `margem`, until the full scan that runs every `varredura` when it
+    /// stayed open for longer. Defaults: 10 s and 30 s.
     pub fn com_piso(mut self, margem: Duration, varredura: Duration) -> Self {
         self.margem_piso = margem;
         self.varredura_completa = varredura;

@@ -41,11 +41,80 @@ pub(crate) struct Motor<DB: Banco> {
     pisos: Mutex<Pisos>,
 }
 
-/// The keyset floor of each tipo, and when the last full scan ran.
+/// How far below the head of a tipo's queue most claims start (or `margem_piso`, when it is
+/// shorter). The claims in between walk the index entries of the rows delivered in the last
+/// second, not in the last `margem_piso`: while a long transaction elsewhere on the database
+/// holds the xmin horizon, none of those entries can be marked dead, and each costs the claim a
+/// heap visit (BENCHMARKS.md, pinned xmin horizon: with every claim 10 s below the head, the
+/// relay's claim took 2–5× as long after 4–30 s of a pinned horizon).
+const MARGEM_CURTA: Duration = Duration::from_secs(1);
+
+/// How often a claim starts `margem_piso` below the heads: a row that became visible further
+/// behind a head than [`MARGEM_CURTA`] (its enqueuing transaction ran longer than that) is
+/// claimed by the first claim this long after the last one from the full margin.
+const PASSO_DA_MARGEM: Duration = Duration::from_secs(1);
+
+/// The head of each tipo's queue as last seen (the earliest due time a claim returned, in ms),
+/// and when the last claims from the full margin and from nothing (the full scan) ran.
 #[derive(Default)]
 struct Pisos {
-    por_tipo: HashMap<&'static str, i64>,
+    cabecas: HashMap<&'static str, i64>,
+    ultima_margem: Option<Instant>,
     ultima_varredura: Option<Instant>,
+}
+
+impl Pisos {
+    /// The keyset floors of `tipos` for a claim at `agora`: none at all (zeros) when a full scan
+    /// is due (every `varredura`); `margem` below each head when a claim from the full margin is
+    /// due (every [`PASSO_DA_MARGEM`]); else the shorter of `margem` and [`MARGEM_CURTA`] below
+    /// it. A tipo whose head is not known yet starts from nothing.
+    fn de(
+        &mut self,
+        tipos: &[&'static str],
+        agora: Instant,
+        margem: Duration,
+        varredura: Duration,
+    ) -> Vec<i64> {
+        let devida = |ultima: Option<Instant>, passo: Duration| {
+            ultima.is_none_or(|t| agora.duration_since(t) >= passo)
+        };
+        if devida(self.ultima_varredura, varredura) {
+            self.ultima_varredura = Some(agora);
+            self.ultima_margem = Some(agora);
+            self.cabecas.clear();
+            return vec![0; tipos.len()];
+        }
+        let recuo = if devida(self.ultima_margem, PASSO_DA_MARGEM) {
+            self.ultima_margem = Some(agora);
+            margem
+        } else {
+            margem.min(MARGEM_CURTA)
+        };
+        let recuo = recuo.as_millis() as i64;
+        tipos
+            .iter()
+            .map(|t| {
+                self.cabecas
+                    .get(t)
+                    .map_or(0, |cabeca| (cabeca - recuo).max(0))
+            })
+            .collect()
+    }
+
+    /// Records the head of each of `tipos` among `linhas` just claimed (ordered rows, whose due
+    /// time is not returned, leave it where it was).
+    fn avancar(&mut self, tipos: &[&'static str], linhas: &[Reivindicada]) {
+        for tipo in tipos {
+            let cabeca = linhas
+                .iter()
+                .filter(|l| l.tipo == *tipo && l.devida_em_ms > 0)
+                .map(|l| l.devida_em_ms)
+                .min();
+            if let Some(cabeca) = cabeca {
+                self.cabecas.insert(tipo, cabeca);
+            }
+        }
+    }
 }
 
 impl<DB: Banco> Motor<DB> {
@@ -159,36 +228,22 @@ impl<DB: Banco> Motor<DB> {
         (livres, sondas)
     }
 
-    /// The keyset floors of `tipos`, or none at all (zeros) when a full scan is due.
+    /// The keyset floors of `tipos` for a claim at `agora` (see [`Pisos::de`]).
     fn pisos_de(&self, tipos: &[&'static str], agora: Instant) -> Vec<i64> {
-        let mut pisos = self.pisos.lock().expect("floor lock");
-        let varrer = pisos
-            .ultima_varredura
-            .is_none_or(|t| agora.duration_since(t) >= self.config.varredura_completa);
-        if varrer {
-            pisos.ultima_varredura = Some(agora);
-            pisos.por_tipo.clear();
-        }
-        tipos
-            .iter()
-            .map(|t| pisos.por_tipo.get(t).copied().unwrap_or(0))
-            .collect()
+        self.pisos.lock().expect("floor lock").de(
+            tipos,
+            agora,
+            self.config.margem_piso,
+            self.config.varredura_completa,
+        )
     }
 
-    /// Moves each tipo's floor to `margem` before the head of its queue just claimed.
+    /// Records the head of each tipo's queue among the rows just claimed.
     fn avancar_pisos(&self, linhas: &[Reivindicada]) {
-        let margem = self.config.margem_piso.as_millis() as i64;
-        let mut pisos = self.pisos.lock().expect("floor lock");
-        for tipo in Self::tipos() {
-            let cabeca = linhas
-                .iter()
-                .filter(|l| l.tipo == *tipo && l.devida_em_ms > 0)
-                .map(|l| l.devida_em_ms)
-                .min();
-            if let Some(cabeca) = cabeca {
-                pisos.por_tipo.insert(tipo, (cabeca - margem).max(0));
-            }
-        }
+        self.pisos
+            .lock()
+            .expect("floor lock")
+            .avancar(Self::tipos(), linhas);
     }
 
     /// The context of one delivery of `linha`, claimed under `token`.
@@ -703,6 +758,59 @@ mod testes {
         // A pause already over does not wait.
         ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 5, 128);
         assert_eq!(ritmo.pausa(inicio + Duration::from_millis(10)), None);
+    }
+
+    fn linha(tipo: &str, devida_em_ms: i64) -> Reivindicada {
+        Reivindicada {
+            id: 1,
+            id_mensagem: uuid::Uuid::nil(),
+            tipo: tipo.to_owned(),
+            payload: "{}".to_owned(),
+            correlacao: None,
+            tentativas: 1,
+            idade_ms: 0,
+            devida_em_ms,
+            chave_ordem: None,
+            traceparent: None,
+            tracestate: None,
+        }
+    }
+
+    #[test]
+    fn pisos_curtos_entre_reivindicacoes_da_margem_e_varreduras() {
+        const MARGEM: Duration = Duration::from_secs(10);
+        const VARREDURA: Duration = Duration::from_secs(30);
+        let tipos = ["a", "b"];
+        let inicio = Instant::now();
+        let ms = |ms: u64| inicio + Duration::from_millis(ms);
+        let mut pisos = Pisos::default();
+        // The first claim is a full scan.
+        assert_eq!(pisos.de(&tipos, ms(0), MARGEM, VARREDURA), [0, 0]);
+        // Heads seen: a's at 100 s; b returned only an ordered row (due time 0), so it has none.
+        pisos.avancar(
+            &tipos,
+            &[linha("a", 100_000), linha("a", 100_500), linha("b", 0)],
+        );
+        // Within a second of the last claim from the full margin: 1 s below the head.
+        assert_eq!(pisos.de(&tipos, ms(10), MARGEM, VARREDURA), [99_000, 0]);
+        assert_eq!(pisos.de(&tipos, ms(999), MARGEM, VARREDURA), [99_000, 0]);
+        // A second later: one claim from the full margin, then short ones again.
+        assert_eq!(pisos.de(&tipos, ms(1_000), MARGEM, VARREDURA), [90_000, 0]);
+        assert_eq!(pisos.de(&tipos, ms(1_001), MARGEM, VARREDURA), [99_000, 0]);
+        // The head moves with the rows claimed, backwards too (a late commit found below it).
+        pisos.avancar(&tipos, &[linha("a", 95_000)]);
+        assert_eq!(pisos.de(&tipos, ms(1_002), MARGEM, VARREDURA), [94_000, 0]);
+        // A claim that returned nothing of a tipo leaves its head where it was.
+        pisos.avancar(&tipos, &[]);
+        assert_eq!(pisos.de(&tipos, ms(1_003), MARGEM, VARREDURA), [94_000, 0]);
+        // The full scan forgets the heads.
+        assert_eq!(pisos.de(&tipos, ms(30_000), MARGEM, VARREDURA), [0, 0]);
+        assert_eq!(pisos.de(&tipos, ms(30_001), MARGEM, VARREDURA), [0, 0]);
+        // A margin shorter than a second is used by every claim, as it was.
+        pisos.avancar(&tipos, &[linha("a", 200_000)]);
+        let curta = Duration::from_millis(50);
+        assert_eq!(pisos.de(&tipos, ms(30_002), curta, VARREDURA), [199_950, 0]);
+        assert_eq!(pisos.de(&tipos, ms(31_002), curta, VARREDURA), [199_950, 0]);
     }
 
     const CHAVE_DO_APP_VAZIO: i64 = 5_931_967_896_988_404_108;
