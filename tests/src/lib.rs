@@ -6,6 +6,7 @@
 
 pub mod faltas;
 pub mod nats;
+pub mod rede;
 
 use sqlx::{PgPool, SqlitePool};
 
