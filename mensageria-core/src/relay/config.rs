@@ -259,12 +259,12 @@ impl Config {
     /// The keyset floor (PostgreSQL). A claim of a tipo starts below the head of its queue as
     /// last seen, instead of at the oldest index entry, so the index entries of delivered rows
     /// that vacuum has not removed yet are not walked over on every claim: one claim a second
-    /// starts `margem` below the head, the others at most 1 s below it (the entries of the last
-    /// second only, which matters while a long transaction elsewhere on the database holds the
-    /// xmin horizon and no entry can be marked dead). A row that becomes visible below the
-    /// floor is delayed, never skipped: up to a second when its enqueuing transaction stayed
-    /// open for less than `margem`, until the full scan that runs every `varredura` when it
-    /// stayed open for longer. Defaults: 10 s and 30 s.
+    /// starts `margem` below the head, the others at most half a second below it (the entries of
+    /// the last half second only, which matters while a long transaction elsewhere on the
+    /// database holds the xmin horizon and no entry can be marked dead). A row that becomes
+    /// visible below the floor is delayed, never skipped: up to about a second when its
+    /// enqueuing transaction stayed open for between half a second and `margem`, until the full
+    /// scan that runs every `varredura` when it stayed open for longer. Defaults: 10 s and 30 s.
     pub fn com_piso(mut self, margem: Duration, varredura: Duration) -> Self {
         self.margem_piso = margem;
         self.varredura_completa = varredura;

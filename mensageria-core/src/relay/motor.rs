@@ -42,12 +42,13 @@ pub(crate) struct Motor<DB: Banco> {
 }
 
 /// How far below the head of a tipo's queue most claims start (or `margem_piso`, when it is
-/// shorter). The claims in between walk the index entries of the rows delivered in the last
-/// second, not in the last `margem_piso`: while a long transaction elsewhere on the database
-/// holds the xmin horizon, none of those entries can be marked dead, and each costs the claim a
-/// heap visit (BENCHMARKS.md, pinned xmin horizon: with every claim 10 s below the head, the
-/// relay's claim took 2–5× as long after 4–30 s of a pinned horizon).
-const MARGEM_CURTA: Duration = Duration::from_secs(1);
+/// shorter). These claims walk the index entries of the rows delivered in the last half second,
+/// not in the last `margem_piso`: while a long transaction elsewhere on the database holds the
+/// xmin horizon, none of those entries can be marked dead, and each costs the claim a heap visit
+/// (BENCHMARKS.md, pinned xmin horizon: with every claim 10 s below the head, the relay's claim
+/// took 2–5× as long after 4–30 s of a pinned horizon; 1 s below it, 1.3–1.7×; half a second,
+/// 1.2–1.4×, at 3,000–5,000 messages a second).
+const MARGEM_CURTA: Duration = Duration::from_millis(500);
 
 /// How often a claim starts `margem_piso` below the heads: a row that became visible further
 /// behind a head than [`MARGEM_CURTA`] (its enqueuing transaction ran longer than that) is
@@ -791,22 +792,22 @@ mod testes {
             &tipos,
             &[linha("a", 100_000), linha("a", 100_500), linha("b", 0)],
         );
-        // Within a second of the last claim from the full margin: 1 s below the head.
-        assert_eq!(pisos.de(&tipos, ms(10), MARGEM, VARREDURA), [99_000, 0]);
-        assert_eq!(pisos.de(&tipos, ms(999), MARGEM, VARREDURA), [99_000, 0]);
+        // Within a second of the last claim from the full margin: half a second below the head.
+        assert_eq!(pisos.de(&tipos, ms(10), MARGEM, VARREDURA), [99_500, 0]);
+        assert_eq!(pisos.de(&tipos, ms(999), MARGEM, VARREDURA), [99_500, 0]);
         // A second later: one claim from the full margin, then short ones again.
         assert_eq!(pisos.de(&tipos, ms(1_000), MARGEM, VARREDURA), [90_000, 0]);
-        assert_eq!(pisos.de(&tipos, ms(1_001), MARGEM, VARREDURA), [99_000, 0]);
+        assert_eq!(pisos.de(&tipos, ms(1_001), MARGEM, VARREDURA), [99_500, 0]);
         // The head moves with the rows claimed, backwards too (a late commit found below it).
         pisos.avancar(&tipos, &[linha("a", 95_000)]);
-        assert_eq!(pisos.de(&tipos, ms(1_002), MARGEM, VARREDURA), [94_000, 0]);
+        assert_eq!(pisos.de(&tipos, ms(1_002), MARGEM, VARREDURA), [94_500, 0]);
         // A claim that returned nothing of a tipo leaves its head where it was.
         pisos.avancar(&tipos, &[]);
-        assert_eq!(pisos.de(&tipos, ms(1_003), MARGEM, VARREDURA), [94_000, 0]);
+        assert_eq!(pisos.de(&tipos, ms(1_003), MARGEM, VARREDURA), [94_500, 0]);
         // The full scan forgets the heads.
         assert_eq!(pisos.de(&tipos, ms(30_000), MARGEM, VARREDURA), [0, 0]);
         assert_eq!(pisos.de(&tipos, ms(30_001), MARGEM, VARREDURA), [0, 0]);
-        // A margin shorter than a second is used by every claim, as it was.
+        // A margin shorter than half a second is used by every claim, as it was.
         pisos.avancar(&tipos, &[linha("a", 200_000)]);
         let curta = Duration::from_millis(50);
         assert_eq!(pisos.de(&tipos, ms(30_002), curta, VARREDURA), [199_950, 0]);
