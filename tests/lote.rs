@@ -145,7 +145,13 @@ impl Receptor {
         });
         Self {
             url,
-            cliente: reqwest::Client::new(),
+            // A new connection per request: a refusal answered before the body is read (401,
+            // 413) closes its connection, and a request sent on it meanwhile would fail with a
+            // broken pipe (seen once on a loaded machine) instead of getting its own answer.
+            cliente: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap(),
         }
     }
 
