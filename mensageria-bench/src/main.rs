@@ -16,8 +16,11 @@ mod ambiente;
 mod carga;
 mod enfileirar;
 mod estatistica;
+mod gravador;
+mod horizonte;
 mod jetstream;
 mod ponta_a_ponta;
+mod ponta_a_ponta_sqlite;
 mod receptor;
 mod reivindicacao;
 mod relatorio;
@@ -64,6 +67,12 @@ enum Secao {
     /// End-to-end through NATS JetStream, 1 and 2 receiving apps, beside the HTTP path in the
     /// same repetitions (in `jetstream.rs`; needs nats-server at `NATS_URL`).
     Nats,
+    /// Section 2's end-to-end run with a transaction holding the xmin horizon for the whole run
+    /// beside one without, in the same repetitions (in `horizonte.rs`).
+    Horizonte,
+    /// Section 2's end-to-end run on SQLite files beside the PostgreSQL one, in the same
+    /// repetitions (in `ponta_a_ponta_sqlite.rs`).
+    PontaAPontaSqlite,
 }
 
 /// What limits the targets this machine misses, measured or reasoned from the figures (kept
@@ -112,6 +121,8 @@ fn main() {
             Secao::Reivindicacao,
             Secao::Ordem,
             Secao::Nats,
+            Secao::Horizonte,
+            Secao::PontaAPontaSqlite,
         ]
     } else {
         args.so.clone()
@@ -144,6 +155,12 @@ fn main() {
         }
         if secoes.contains(&Secao::Nats) {
             jetstream::medir(&mut rel, &p).await;
+        }
+        if secoes.contains(&Secao::Horizonte) {
+            horizonte::medir(&mut rel, &p).await;
+        }
+        if secoes.contains(&Secao::PontaAPontaSqlite) {
+            ponta_a_ponta_sqlite::medir(&mut rel, &p).await;
         }
         rel.nota("Everything runs on one machine: PostgreSQL, the producers, the relay, the receptor and the load generator share its cores, so absolute rates are lower than on separate hosts; the ratios are what the targets check.");
         rel.nota("Enqueue overhead: TRUNCATE between repetitions keeps the saída from growing across runs; the relay is not running in that section.");
