@@ -21,6 +21,7 @@ mod horizonte;
 mod jetstream;
 mod ponta_a_ponta;
 mod ponta_a_ponta_sqlite;
+mod rastreamento;
 mod receptor;
 mod reivindicacao;
 mod relatorio;
@@ -67,6 +68,10 @@ enum Secao {
     /// End-to-end through NATS JetStream, 1 and 2 receiving apps, beside the HTTP path in the
     /// same repetitions (in `jetstream.rs`; needs nats-server at `NATS_URL`).
     Nats,
+    /// The enqueue with W3C trace context capture: no span, a span without OpenTelemetry, a
+    /// sampled OpenTelemetry trace (in `rastreamento.rs`; the last needs the `otel` feature,
+    /// on by default).
+    Rastreamento,
     /// Section 2's end-to-end run with a transaction holding the xmin horizon for the whole run
     /// beside one without, in the same repetitions (in `horizonte.rs`).
     Horizonte,
@@ -121,6 +126,7 @@ fn main() {
             Secao::Reivindicacao,
             Secao::Ordem,
             Secao::Nats,
+            Secao::Rastreamento,
             Secao::Horizonte,
             Secao::PontaAPontaSqlite,
         ]
@@ -156,6 +162,9 @@ fn main() {
         if secoes.contains(&Secao::Nats) {
             jetstream::medir(&mut rel, &p).await;
         }
+        if secoes.contains(&Secao::Rastreamento) {
+            rastreamento::medir(&mut rel, &p).await;
+        }
         if secoes.contains(&Secao::Horizonte) {
             horizonte::medir(&mut rel, &p).await;
         }
@@ -167,6 +176,7 @@ fn main() {
         rel.nota("End-to-end: one relay (pool of 8; library defaults: batch 128, 128 deliveries in flight; tuned: twice that) posts over HTTP/1.1 to a receptor (pool of 16) on the same PostgreSQL, the deliveries of one claim together in batch requests; the delivered rate counts every message produced in the timed run until the saída is empty, so a relay that falls behind pays for the backlog it leaves.");
         rel.nota("Latency: 4 paced producers; the clock starts when `commit` returns to the producer and stops when the receptor has committed and answered 200.");
         rel.nota("JetStream: the sending app's producers and relay (pool of 8, library defaults, `Publicador` on a NATS connection of its own) in one schema; each receiving app in a schema of its own (pool of 4, its own NATS connection), consuming through `Consumidor` with library defaults (batch 128, fetch wait 1 s, ack wait 30 s); a file-backed stream per timed run (deleted at its end) on the machine's nats-server. The effect is one INSERT into a table without a unique constraint, so an event applied twice would be a second row: lost and twice are counted per app and asserted 0. In each repetition the HTTP path (library defaults, as in section 2) runs beside them, the order rotating, so each ratio pairs runs seconds apart. Draining starts the relay only when the producers stop: the delivery path alone. CPU per event: user + system time of this process, of every PostgreSQL process and of every nats-server over the run, divided by the events (other load on the machine counts too).");
+        rel.nota("Trace context: the enqueue section's transaction (business INSERT + `enfileirar`, committed; TRUNCATE after each run) in three variants run in the same repetitions, the order rotating: (a) no span and no subscriber; (b) each message inside a request span of a `tracing` registry at INFO without OpenTelemetry (`mensageria.enfileirar`'s span is created and the check finds no trace); (c) each message inside a request span that starts a new sampled OpenTelemetry trace (`tracing-opentelemetry`, `AlwaysOn`, the SDK's batch span processor feeding an exporter that counts and drops spans: no export I/O), its context stored with the row. Each variant's dispatcher is set on every poll of every producer's step. CPU per message: user + system time of this process (the span processor's thread included) over the run, divided by the messages (PostgreSQL's is left out: on a machine shared with other tests its processes come and go). Interleaved: one client running the variants in turn, message by message (each round starting with the next variant), for each repetition's timed run; each variant's median transaction time, so a load change hits every variant alike. Checked after every run: (c) exported two spans per message and stored a traceparent with a trace id of its own on every row, (a) and (b) none. With mensageria-core's `otel` feature on, (a) still calls `em_rastro()` (a thread-local lookup finding no span); a build without it (`--no-default-features`) runs (a) and (b) only. The noise a ratio is judged against is (a)'s spread over the repetitions, (max − min) / median.");
         rel.nota("Claim: rows claimed are then deleted outside the timing, so each claim leaves dead index entries behind like real deliveries; autovacuum is off for the table to keep the dead rows in place.");
         for limite in LIMITES {
             rel.nota(*limite);
