@@ -73,6 +73,40 @@
 //! a receiver that is not a mensageria receptor
 //! ([`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx)) always does.
 //!
+//! # Connections and HTTP/2
+//!
+//! The client keeps its connections and reuses them. Over HTTP/1.1 a connection carries one
+//! request at a time, so a relay holds up to one connection per delivery in flight to a receiver
+//! ([`Config::com_concorrencia`](crate::relay::Config::com_concorrencia), 128 by default), opened
+//! as the load needs them and kept between requests (the bench's plain receiver accepted 128
+//! connections for some 20,000 requests). The body of a 2xx taken after
+//! [`aceitar_qualquer_2xx`](Destino::aceitar_qualquer_2xx) is not read: a short answer that came
+//! with its head, as a webhook's usually does, leaves the connection reusable; a longer one closes
+//! it.
+//!
+//! Over `https` the client offers HTTP/2 (ALPN) and uses it when the receiver accepts it: every
+//! delivery in flight then shares one connection. Over plain `http` nothing says whether a
+//! receiver speaks HTTP/2 without TLS (h2c): a client that assumes it fails against one that does
+//! not, so it is never assumed. For a receiver known to speak it (a hyper or axum server, tonic,
+//! nginx with `listen … http2` and no TLS), build the client for it:
+//!
+//! ```no_run
+//! # fn montar() -> Result<mensageria_core::Destino, Box<dyn std::error::Error>> {
+//! use mensageria_core::Destino;
+//!
+//! let cliente = Destino::construtor_de_cliente()
+//!     .http2_prior_knowledge()
+//!     .build()?;
+//! let destino = Destino::new("http://ganchos.interno:8080")?
+//!     .aceitar_qualquer_2xx()
+//!     .com_cliente(cliente);
+//! # Ok(destino) }
+//! ```
+//!
+//! It saves connections, not much time: against the bench's plain receiver (one request per
+//! event, an `INSERT` and a commit each) HTTP/2 delivered at about the rate of HTTP/1.1, with
+//! about the same CPU per event on both sides (BENCHMARKS.md, end-to-end section).
+//!
 //! # CloudEvents
 //!
 //! Each single-event request is also a [CloudEvents 1.0](https://github.com/cloudevents/spec)

@@ -4,6 +4,16 @@
 //!
 //! Fencing is unchanged: the batch deletes each `(id, lease_token)` pair, and a delivery whose
 //! pair was not deleted (its lease moved on) learns so.
+//!
+//! An ack batch and the lease renewal ([`renovar`](Confirmacoes::renovar), every lease/4 for
+//! every delivery in flight) never run at the same time. Both lock many rows of the saída, each
+//! in its plan's order (the array's for a nested loop over the primary key, the table's for a
+//! hash join, and the planner picks by the array's size), and rows being acked are still in
+//! flight, so the two statements could each hold a row the other waits for: PostgreSQL breaks
+//! such a deadlock only after `deadlock_timeout` (1 s by default) by failing one of them, and a
+//! failed ack batch is retried, so nothing was lost, but every delivery of the relay waited that
+//! second (three times in one run of the bench's end-to-end section). Taking turns costs
+//! the acks at most one renewal statement (a few milliseconds every lease/4).
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -26,6 +36,8 @@ struct Estado {
 #[derive(Default)]
 pub(crate) struct Confirmacoes {
     estado: Mutex<Estado>,
+    /// Held while an ack batch or the lease renewal runs: they take turns.
+    vez_no_banco: tokio::sync::Mutex<()>,
 }
 
 /// If the delivery running the batches is cancelled mid-way (a timeout, an aborted relay), hands
@@ -73,7 +85,11 @@ impl Confirmacoes {
                 };
                 let pares: Vec<(i64, i64)> =
                     lote.iter().map(|(id, token, _)| (*id, *token)).collect();
-                match DB::confirmar_lote(pool, &pares).await {
+                let apagar = async {
+                    let _vez = self.vez_no_banco.lock().await;
+                    DB::confirmar_lote(pool, &pares).await
+                };
+                match apagar.await {
                     Ok(apagados) => {
                         let apagados: HashSet<i64> = apagados.into_iter().collect();
                         for (id, _, enviar) in lote {
@@ -96,5 +112,65 @@ impl Confirmacoes {
                 "batched ack cancelled before it ran".into(),
             )),
         }
+    }
+
+    /// Renews the leases of `pares` for `lease_ms` (fenced by token; how many were renewed), in
+    /// turn with the ack batches.
+    pub(crate) async fn renovar<DB: Banco>(
+        &self,
+        pool: &Pool<DB>,
+        pares: &[(i64, i64)],
+        lease_ms: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let _vez = self.vez_no_banco.lock().await;
+        DB::renovar_leases(pool, pares, lease_ms).await
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod testes {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// An empty saída on a SQLite file of the test's own.
+    async fn saida() -> (tempfile::TempDir, sqlx::SqlitePool) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pool = crate::banco::sqlite::abrir(dir.path().join("saida.db"))
+            .await
+            .expect("open SQLite");
+        crate::migrar(&pool).await.expect("migrate");
+        (dir, pool)
+    }
+
+    #[tokio::test]
+    async fn renovacao_e_confirmacoes_se_revezam() {
+        let (_dir, pool) = saida().await;
+        let confirmacoes = Arc::new(Confirmacoes::default());
+        // An ack batch (or a renewal) holds the turn: the other waits for it.
+        let vez = confirmacoes.vez_no_banco.lock().await;
+        let renovacao = tokio::spawn({
+            let (confirmacoes, pool) = (Arc::clone(&confirmacoes), pool.clone());
+            async move { confirmacoes.renovar(&pool, &[(1, 7)], 6_000).await }
+        });
+        let confirmacao = tokio::spawn({
+            let (confirmacoes, pool) = (Arc::clone(&confirmacoes), pool.clone());
+            async move { confirmacoes.confirmar(&pool, 1, 7).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !renovacao.is_finished(),
+            "the renewal ran during another's turn"
+        );
+        assert!(
+            !confirmacao.is_finished(),
+            "the ack ran during another's turn"
+        );
+        drop(vez);
+        let renovadas = renovacao.await.expect("renewal task").expect("renewal");
+        assert_eq!(renovadas, 0, "no such row to renew");
+        let apagada = confirmacao.await.expect("ack task").expect("ack");
+        assert!(!apagada, "no such row to delete");
     }
 }

@@ -26,6 +26,7 @@ use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
+use super::confirmacoes::Confirmacoes;
 use crate::banco::Banco;
 use crate::banco::{Batimento, Posse};
 
@@ -178,12 +179,14 @@ pub(crate) struct Vigia {
 }
 
 impl Vigia {
-    /// Starts renewing `leases` and beating the heart of `instancia`.
+    /// Starts renewing `leases` (in turn with the ack batches of `confirmacoes`) and beating the
+    /// heart of `instancia`.
     pub(crate) fn iniciar<DB: Banco>(
         pool: Pool<DB>,
         config: Config,
         instancia: String,
         leases: Leases,
+        confirmacoes: Arc<Confirmacoes>,
         tomada: Tomada,
     ) -> Self {
         let parar = CancellationToken::new();
@@ -193,6 +196,7 @@ impl Vigia {
             config,
             instancia,
             leases,
+            confirmacoes,
             tomada,
             parar.clone(),
         ));
@@ -217,6 +221,7 @@ pub(crate) async fn vigiar<DB: Banco>(
     config: Config,
     instancia: String,
     leases: Leases,
+    confirmacoes: Arc<Confirmacoes>,
     mut tomada: Tomada,
     cancelar: CancellationToken,
 ) {
@@ -232,7 +237,7 @@ pub(crate) async fn vigiar<DB: Banco>(
         let renovacao = if pares.is_empty() {
             Ok(0)
         } else {
-            DB::renovar_leases(&pool, &pares, lease_ms).await
+            confirmacoes.renovar(&pool, &pares, lease_ms).await
         };
         let batimento = match tomada.nome.marca() {
             Some(marca) => DB::bater_instancia(&pool, &instancia, &config.app, marca).await,
