@@ -261,10 +261,11 @@ pub(crate) fn fila_da_chave<Id>(
         .collect()
 }
 
-/// A receiver-side dead letter's columns, in the order both backends select them.
-pub(crate) type LinhaMortaRecebida = (
+/// A receiver-side dead letter's columns, in the order both backends select them; the message
+/// id as the backend stores it (`uuid` or text).
+pub(crate) type LinhaMortaRecebida<Id> = (
     String,
-    Uuid,
+    Id,
     String,
     String,
     String,
@@ -276,7 +277,10 @@ pub(crate) type LinhaMortaRecebida = (
     Option<String>,
 );
 
-pub(crate) fn mortas_recebidas(linhas: Vec<LinhaMortaRecebida>) -> Vec<MortaRecebida> {
+pub(crate) fn mortas_recebidas<Id>(
+    linhas: Vec<LinhaMortaRecebida<Id>>,
+    id: impl Fn(Id) -> Uuid,
+) -> Vec<MortaRecebida> {
     linhas
         .into_iter()
         .map(
@@ -295,7 +299,7 @@ pub(crate) fn mortas_recebidas(linhas: Vec<LinhaMortaRecebida>) -> Vec<MortaRece
             )| {
                 MortaRecebida {
                     app,
-                    id_mensagem,
+                    id_mensagem: id(id_mensagem),
                     tipo,
                     origem,
                     payload,

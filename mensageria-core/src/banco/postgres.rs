@@ -785,7 +785,7 @@ impl BancoInterno for Postgres {
         app: Option<&str>,
         limite: i64,
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
-        let linhas = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaMortaRecebida<uuid::Uuid>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
                  (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate \
              FROM mensageria_mortas_recebidas WHERE $1::text IS NULL OR app = $1 \
@@ -795,7 +795,7 @@ impl BancoInterno for Postgres {
         .bind(limite)
         .fetch_all(pool)
         .await?;
-        Ok(linhas::mortas_recebidas(linhas))
+        Ok(linhas::mortas_recebidas(linhas, |id| id))
     }
 
     async fn buscar_mortas_recebidas(
@@ -803,7 +803,7 @@ impl BancoInterno for Postgres {
         id_mensagem: uuid::Uuid,
         app: Option<&str>,
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
-        let linhas = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaMortaRecebida<uuid::Uuid>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
                  (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate \
              FROM mensageria_mortas_recebidas \
@@ -813,7 +813,7 @@ impl BancoInterno for Postgres {
         .bind(app)
         .fetch_all(pool)
         .await?;
-        Ok(linhas::mortas_recebidas(linhas))
+        Ok(linhas::mortas_recebidas(linhas, |id| id))
     }
 
     async fn descartar_morta_recebida(

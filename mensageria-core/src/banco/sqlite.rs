@@ -748,20 +748,7 @@ impl BancoInterno for Sqlite {
         limite: i64,
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         // The message id is stored as text here.
-        type Linha = (
-            String,
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            String,
-            i64,
-            i64,
-            Option<String>,
-            Option<String>,
-        );
-        let linhas: Vec<Linha> = sqlx::query_as(
+        let linhas: Vec<linhas::LinhaMortaRecebida<String>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
                      morta_em, traceparent, tracestate \
                  FROM mensageria_mortas_recebidas WHERE $1 IS NULL OR app = $1 \
@@ -771,20 +758,9 @@ impl BancoInterno for Sqlite {
         .bind(limite)
         .fetch_all(pool)
         .await?;
-        Ok(linhas::mortas_recebidas(
-            linhas
-                .into_iter()
-                .map(
-                    |(app, id, tipo, origem, payload, correlacao, motivo, entregas, em, tp, ts)| {
-                        let id = uuid::Uuid::parse_str(&id).unwrap_or_default();
-                        (
-                            app, id, tipo, origem, payload, correlacao, motivo, entregas, em, tp,
-                            ts,
-                        )
-                    },
-                )
-                .collect(),
-        ))
+        Ok(linhas::mortas_recebidas(linhas, |id| {
+            uuid::Uuid::parse_str(&id).unwrap_or_default()
+        }))
     }
 
     async fn buscar_mortas_recebidas(
@@ -793,21 +769,9 @@ impl BancoInterno for Sqlite {
         app: Option<&str>,
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         // The message id is stored as text here; it is the one asked for.
-        type Linha = (
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            String,
-            i64,
-            i64,
-            Option<String>,
-            Option<String>,
-        );
-        let linhas: Vec<Linha> = sqlx::query_as(
-            "SELECT app, tipo, origem, payload, correlacao, motivo, entregas, morta_em, \
-                 traceparent, tracestate \
+        let linhas: Vec<linhas::LinhaMortaRecebida<String>> = sqlx::query_as(
+            "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                 morta_em, traceparent, tracestate \
              FROM mensageria_mortas_recebidas \
              WHERE id_mensagem = $1 AND ($2 IS NULL OR app = $2) ORDER BY app",
         )
@@ -815,28 +779,7 @@ impl BancoInterno for Sqlite {
         .bind(app)
         .fetch_all(pool)
         .await?;
-        Ok(linhas::mortas_recebidas(
-            linhas
-                .into_iter()
-                .map(
-                    |(app, tipo, origem, payload, correlacao, motivo, entregas, em, tp, ts)| {
-                        (
-                            app,
-                            id_mensagem,
-                            tipo,
-                            origem,
-                            payload,
-                            correlacao,
-                            motivo,
-                            entregas,
-                            em,
-                            tp,
-                            ts,
-                        )
-                    },
-                )
-                .collect(),
-        ))
+        Ok(linhas::mortas_recebidas(linhas, |_| id_mensagem))
     }
 
     async fn descartar_morta_recebida(
