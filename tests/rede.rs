@@ -17,8 +17,11 @@
 //! unless `MENSAGERIA_TESTE_REDE_EXIGIDA=1` (set by `scripts/test` once it found the machine
 //! able), which turns the skip into a failure. By hand, `MENSAGERIA_TESTE_REDE_EVENTOS` (100)
 //! and `MENSAGERIA_TESTE_REDE_CONCORRENCIA` (128) size the loss-and-delay scenario, and
-//! `MENSAGERIA_TESTE_REDE_PARTICAO_PG_S` (10) the relay ↔ PostgreSQL partition. Each row goes to
-//! `target/tmp/rede/` with the processes' logs; `docs/FAULTS.md` gives the figures.
+//! `MENSAGERIA_TESTE_REDE_PARTICAO_PG_S` (10) the relay ↔ PostgreSQL partition. The soak
+//! (`soak_com_nemeses`) cycles through all six nemeses while two relays deliver
+//! `MENSAGERIA_TESTE_REDE_SOAK_MENSAGENS` events (2,000 in the suite, a million by hand), seeded by
+//! `MENSAGERIA_TESTE_REDE_SOAK_SEMENTE` (57). Each row goes to `target/tmp/rede/` with the
+//! processes' logs; `docs/FAULTS.md` gives the figures.
 
 #[path = "comum/evento_rede.rs"]
 mod evento_rede;
@@ -201,7 +204,7 @@ impl Cena {
     }
 
     async fn pendentes(&self) -> i64 {
-        self.contar("SELECT count(*) FROM mensageria_saida").await
+        pendentes_em(&self.pool).await
     }
 
     /// Waits until at least `alvo` events were applied.
@@ -219,17 +222,47 @@ impl Cena {
 
     /// Waits for an empty saída; returns how long it took.
     async fn drenar(&self) -> Duration {
+        self.drenar_em(DRENAR).await
+    }
+
+    /// Waits for an empty saída, failing after `limite`; returns how long it took.
+    async fn drenar_em(&self, limite: Duration) -> Duration {
         let inicio = Instant::now();
         while self.pendentes().await > 0 {
             assert!(
-                inicio.elapsed() < DRENAR,
-                "{}: the saída did not drain within {DRENAR:?} of the heal ({} left)",
+                inicio.elapsed() < limite,
+                "{}: the saída did not drain within {limite:?} of the heal ({} left)",
                 self.nome,
                 self.pendentes().await
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         inicio.elapsed()
+    }
+
+    /// Receptor transactions open right now, as PostgreSQL sees them.
+    async fn transacoes_do_receptor(&self) -> i64 {
+        let sql = format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE client_addr = '{}' \
+             AND xact_start IS NOT NULL",
+            self.lab.ip(Maquina::Receptor)
+        );
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Waits (polling, no pause) until the receptor has a transaction open; false after
+    /// `limite` without one.
+    async fn esperar_transacao_do_receptor(&self, limite: Duration) -> bool {
+        let inicio = Instant::now();
+        while inicio.elapsed() < limite {
+            if self.transacoes_do_receptor().await > 0 {
+                return true;
+            }
+        }
+        false
     }
 
     /// Deliveries that reached the receptor so far.
@@ -300,6 +333,14 @@ impl Cena {
         }
         (linha, logs)
     }
+}
+
+/// Rows in the saída (delivered rows leave it).
+async fn pendentes_em(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM mensageria_saida")
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 /// Where the rows and the processes' logs are kept (`target/tmp/rede/`).
@@ -603,32 +644,15 @@ async fn particao_receptor_postgres_no_meio_da_transacao() {
     c.esperar_aplicadas(20, Duration::from_secs(30)).await;
     // Cut the moment the receptor has a transaction open (its dedup record and effect written
     // or on their way, the commit not yet).
-    let abertas_sql = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE client_addr = '{}' \
-         AND xact_start IS NOT NULL",
-        c.lab.ip(Maquina::Receptor)
+    assert!(
+        c.esperar_transacao_do_receptor(Duration::from_secs(30))
+            .await,
+        "the receptor never had a transaction open"
     );
-    let inicio = Instant::now();
-    loop {
-        let abertas: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(abertas_sql.clone()))
-            .fetch_one(&c.pool)
-            .await
-            .unwrap();
-        if abertas > 0 {
-            break;
-        }
-        assert!(
-            inicio.elapsed() < Duration::from_secs(30),
-            "the receptor never had a transaction open"
-        );
-    }
     c.lab.separar(Maquina::Receptor, Maquina::Banco);
     let corte = Instant::now();
     // What PostgreSQL saw open at the cut (it hears nothing more from those connections).
-    let abertas: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(abertas_sql.clone()))
-        .fetch_one(&c.pool)
-        .await
-        .unwrap();
+    let abertas = c.transacoes_do_receptor().await;
     let tentadas = produtores.await.unwrap();
     tokio::time::sleep_until(corte + Duration::from_secs(10)).await;
     let antes_da_cura = c.aplicadas().await;
@@ -766,4 +790,327 @@ async fn perda_atraso_e_reordenacao_em_todos_os_enlaces() {
         perdidos > 0 && fora_de_ordem > 0,
         "the wire lost or reordered nothing: {linha:#?}"
     );
+}
+
+/// The soak's nemeses: the six scenarios above, a few seconds each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Nemese {
+    /// Relay ↔ receptor partitioned both ways (one relay or both).
+    ParticaoRelayReceptor,
+    /// One way: the receptor's packets to one relay (answers, TCP acks) dropped.
+    RespostasPerdidas,
+    /// One relay ↔ PostgreSQL partitioned both ways; its sibling takes its rows back.
+    ParticaoRelayPostgres,
+    /// Receptor ↔ PostgreSQL partitioned both ways, cut while a receptor transaction is open.
+    ParticaoReceptorPostgres,
+    /// Every link loses 10% of packets and delays the others 50 ms ± 30 ms (reordering).
+    PerdaAtraso,
+    /// One host's link down and up, 0.5–1 s each, for the stretch.
+    EnlaceIntermitente,
+}
+
+impl Nemese {
+    const TODAS: [Nemese; 6] = [
+        Nemese::ParticaoRelayReceptor,
+        Nemese::RespostasPerdidas,
+        Nemese::ParticaoRelayPostgres,
+        Nemese::ParticaoReceptorPostgres,
+        Nemese::PerdaAtraso,
+        Nemese::EnlaceIntermitente,
+    ];
+
+    fn nome(self) -> &'static str {
+        match self {
+            Nemese::ParticaoRelayReceptor => "relay ↔ receptor partition",
+            Nemese::RespostasPerdidas => "one-way partition (answers dropped)",
+            Nemese::ParticaoRelayPostgres => "relay ↔ PostgreSQL partition",
+            Nemese::ParticaoReceptorPostgres => "receptor ↔ PostgreSQL partition",
+            Nemese::PerdaAtraso => "loss + delay + reordering",
+            Nemese::EnlaceIntermitente => "flapping link",
+        }
+    }
+}
+
+/// What the soak's schedule did.
+#[derive(Default)]
+struct Injecoes {
+    /// Injections by nemesis.
+    vezes: std::collections::BTreeMap<Nemese, u32>,
+    /// Time under a nemesis.
+    sob_falha: Duration,
+    /// Receptor ↔ PostgreSQL cuts made while a receptor transaction was open.
+    cortes_com_transacao: u32,
+    /// Rows the cut relay held (leased) at its relay ↔ PostgreSQL cuts, in all.
+    linhas_do_relay_cortado: i64,
+    /// Link drops of the flapping nemesis.
+    quedas: u32,
+    /// The lossy wire's counts, summed: packets through it, lost, overtaken.
+    fio: (u64, u64, u64),
+}
+
+impl Injecoes {
+    fn texto(&self) -> String {
+        let vezes: Vec<String> = Nemese::TODAS
+            .iter()
+            .map(|n| format!("{} {}", n.nome(), self.vezes.get(n).copied().unwrap_or(0)))
+            .collect();
+        vezes.join(", ")
+    }
+
+    fn completas(&self) -> bool {
+        Nemese::TODAS.iter().all(|n| self.vezes.contains_key(n))
+    }
+}
+
+/// A variable of the environment, or `padrao`.
+fn ambiente<T: std::str::FromStr>(nome: &str, padrao: T) -> T {
+    std::env::var(nome)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(padrao)
+}
+
+/// A process's resident memory, in MiB (0 when it cannot be read).
+fn rss_mib(processo: &Processo) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", processo.pid()));
+    status
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+        / 1024
+}
+
+/// The soak's producers keep the saída under this many rows: the relays set the pace, and the
+/// nemeses always hit deliveries in flight.
+const SOAK_TETO: i64 = 4000;
+
+impl Cena {
+    /// Producers for the soak: `tarefas` tasks share events `faixa`, spread evenly over at least
+    /// `duracao`, each pausing while the saída holds more than [`SOAK_TETO`] rows. The task
+    /// returns the attempts.
+    fn produzir_contido(
+        &self,
+        faixa: std::ops::Range<i64>,
+        duracao: Duration,
+        tarefas: i64,
+    ) -> JoinHandle<u64> {
+        let passo = duracao / u32::try_from(faixa.end - faixa.start).unwrap().max(1);
+        let inicio = Instant::now();
+        let produtores: Vec<JoinHandle<u64>> = (0..tarefas)
+            .map(|t| {
+                let pool = self.pool.clone();
+                let faixa = faixa.clone();
+                tokio::spawn(async move {
+                    let mut tentadas = 0;
+                    for n in faixa.clone().skip(t as usize).step_by(tarefas as usize) {
+                        tokio::time::sleep_until(inicio + passo * (n - faixa.start) as u32).await;
+                        while tentadas % 32 == 0 && pendentes_em(&pool).await > SOAK_TETO {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        tentadas += 1;
+                        produzir_com(&pool, n, false, &EventoRede { n })
+                            .await
+                            .expect("commit an event (Unix socket)");
+                    }
+                    tentadas
+                })
+            })
+            .collect();
+        tokio::spawn(async move {
+            let mut tentadas = 0;
+            for produtor in produtores {
+                tentadas += produtor.await.expect("a producer panicked");
+            }
+            tentadas
+        })
+    }
+
+    /// Rows the instance `relay` leases now.
+    async fn linhas_de(&self, relay: Maquina) -> i64 {
+        let dono = if relay == Maquina::Relay1 { "r1" } else { "r2" };
+        sqlx::query_scalar("SELECT count(*) FROM mensageria_saida WHERE lease_dono = $1")
+            .bind(format!("app-rede@{dono}"))
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Injects `nemese` for `duracao` (its choices drawn from `sorte`), then heals it.
+    async fn injetar(
+        &self,
+        nemese: Nemese,
+        duracao: Duration,
+        sorte: &mut fastrand::Rng,
+        injecoes: &mut Injecoes,
+    ) -> Result<(), Pulo> {
+        let inicio = Instant::now();
+        let fim = inicio + duracao;
+        let relay = [Maquina::Relay1, Maquina::Relay2][sorte.usize(0..2)];
+        match nemese {
+            Nemese::ParticaoRelayReceptor => {
+                for r in [Maquina::Relay1, Maquina::Relay2] {
+                    // One relay, the other one, or both.
+                    if r == relay || sorte.bool() {
+                        self.lab.separar(r, Maquina::Receptor);
+                    }
+                }
+            }
+            Nemese::RespostasPerdidas => self.lab.cortar(Maquina::Receptor, relay),
+            Nemese::ParticaoRelayPostgres => {
+                injecoes.linhas_do_relay_cortado += self.linhas_de(relay).await;
+                self.lab.separar(relay, Maquina::Banco);
+            }
+            Nemese::ParticaoReceptorPostgres => {
+                if self
+                    .esperar_transacao_do_receptor(Duration::from_secs(2))
+                    .await
+                {
+                    injecoes.cortes_com_transacao += 1;
+                }
+                self.lab.separar(Maquina::Receptor, Maquina::Banco);
+            }
+            Nemese::PerdaAtraso => {
+                let atraso = (Duration::from_millis(50), Duration::from_millis(30));
+                let mut fio = self
+                    .lab
+                    .degradar(0.10, atraso.0, atraso.1, sorte.u64(..))
+                    .await?;
+                tokio::time::sleep_until(fim).await;
+                let contagem: serde_json::Value =
+                    serde_json::from_str(&fio.pedir("contar", Duration::from_secs(10)).await)
+                        .expect("the wire's counts");
+                self.lab.normalizar();
+                let conta = |k: &str| contagem[k].as_u64().unwrap_or(0);
+                injecoes.fio.0 += conta("recebidos");
+                injecoes.fio.1 += conta("perdidos");
+                injecoes.fio.2 += conta("fora_de_ordem");
+            }
+            Nemese::EnlaceIntermitente => {
+                let maquina = Maquina::TODAS[sorte.usize(0..Maquina::TODAS.len())];
+                while Instant::now() < fim {
+                    self.lab.derrubar(maquina);
+                    injecoes.quedas += 1;
+                    tokio::time::sleep(Duration::from_millis(sorte.u64(500..=1000))).await;
+                    self.lab.levantar(maquina);
+                    let pausa = Duration::from_millis(sorte.u64(500..=1000));
+                    tokio::time::sleep_until(fim.min(Instant::now() + pausa)).await;
+                }
+            }
+        }
+        tokio::time::sleep_until(fim).await;
+        self.lab.curar();
+        injecoes.sob_falha += inicio.elapsed();
+        *injecoes.vezes.entry(nemese).or_default() += 1;
+        Ok(())
+    }
+
+    /// The soak's schedule: nemeses in seeded rounds (each round every nemesis once, in a
+    /// shuffled order), 2–4 s each with 1–2 s healthy gaps between, until the producers are done
+    /// and every nemesis ran at least once. Prints the progress every 30 s.
+    async fn agenda(
+        &self,
+        produtores: &JoinHandle<u64>,
+        inicio: Instant,
+    ) -> Result<Injecoes, Pulo> {
+        let mut sorte = fastrand::Rng::with_seed(self.semente);
+        let mut injecoes = Injecoes::default();
+        let mut rodada = Vec::new();
+        let mut relatado = Instant::now();
+        loop {
+            if rodada.is_empty() {
+                rodada = Nemese::TODAS.to_vec();
+                sorte.shuffle(&mut rodada);
+            }
+            let nemese = rodada.pop().expect("a round of nemeses");
+            let duracao = Duration::from_millis(sorte.u64(2000..=4000));
+            self.injetar(nemese, duracao, &mut sorte, &mut injecoes)
+                .await?;
+            if produtores.is_finished() && injecoes.completas() {
+                return Ok(injecoes);
+            }
+            tokio::time::sleep(Duration::from_millis(sorte.u64(1000..=2000))).await;
+            if relatado.elapsed() >= Duration::from_secs(30) {
+                relatado = Instant::now();
+                let commitadas = self.contar("SELECT count(*) FROM razao").await;
+                println!(
+                    "soak {:.0} s: {commitadas} committed, {} pending; injections: {}",
+                    inicio.elapsed().as_secs_f64(),
+                    self.pendentes().await,
+                    injecoes.texto()
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and network namespaces; scripts/test runs it alone"]
+async fn soak_com_nemeses() {
+    let nome = "rede_soak_com_nemeses";
+    let mensagens: i64 = ambiente("MENSAGERIA_TESTE_REDE_SOAK_MENSAGENS", 2000);
+    let semente = ambiente("MENSAGERIA_TESTE_REDE_SOAK_SEMENTE", 57);
+    let c = cena!(
+        nome,
+        semente,
+        Ajustes::default(),
+        &[(Maquina::Relay1, "r1"), (Maquina::Relay2, "r2")],
+    );
+    let processos = || c.relays.iter().chain(std::iter::once(&c.receptor));
+    let rss_inicio: Vec<u64> = processos().map(rss_mib).collect();
+    let inicio = Instant::now();
+    // Spread over at least 25 s (about one round of the schedule); more than a few thousand
+    // messages go at the relays' pace.
+    let produtores = c.produzir_contido(0..mensagens, Duration::from_secs(25), 4);
+    let injecoes = match c.agenda(&produtores, inicio).await {
+        Ok(injecoes) => injecoes,
+        Err(pulo) => return pular(nome, &pulo),
+    };
+    // Every nemesis heals itself: the last one just did, and the producers are done.
+    let tentadas = produtores.await.unwrap();
+    let drenagem = c.drenar_em(Duration::from_secs(300)).await;
+    let duracao = inicio.elapsed();
+    let rss: Vec<String> = processos()
+        .zip(rss_inicio)
+        .map(|(p, antes)| format!("{} {antes}→{} MiB", p.nome(), rss_mib(p)))
+        .collect();
+    let logs = c.logs();
+    let no_log = |i: usize, trecho: &str| logs[i].contar(trecho);
+    let (recebidos, perdidos, fora_de_ordem) = injecoes.fio;
+    let evidencias = vec![
+        format!("injections: {}", injecoes.texto()),
+        format!(
+            "{:.0} s of {:.0} s under a nemesis; {} of {} receptor ↔ PostgreSQL cuts with a \
+             receptor transaction open; the cut relays held {} rows at their cuts; {} link \
+             drops; {recebidos} packets through the lossy wire, {perdidos} lost, {fora_de_ordem} \
+             overtaken",
+            injecoes.sob_falha.as_secs_f64(),
+            duracao.as_secs_f64(),
+            injecoes.cortes_com_transacao,
+            injecoes.vezes[&Nemese::ParticaoReceptorPostgres],
+            injecoes.linhas_do_relay_cortado,
+            injecoes.quedas,
+        ),
+        format!(
+            "{:.0} msg/s over {:.1?} (first commit to drained); RSS {}",
+            mensagens as f64 / duracao.as_secs_f64(),
+            duracao,
+            rss.join(", ")
+        ),
+        format!(
+            "settlements fenced: r1 {}, r2 {}; rows taken back: r1 {}, r2 {}",
+            no_log(0, "lease lost before settling"),
+            no_log(1, "lease lost before settling"),
+            no_log(0, "took back the rows"),
+            no_log(1, "took back the rows"),
+        ),
+    ];
+    let descricao = format!(
+        "{mensagens} events by 4 producers (saída held under {SOAK_TETO} rows), while a seeded \
+         schedule cycles through the six nemeses above, 2–4 s each with 1–2 s healthy gaps; \
+         relays r1 and r2 (two replicas), the receiving app, PostgreSQL, each on a host of its \
+         own; drain time from the last heal"
+    );
+    c.concluir(&descricao, tentadas, drenagem, evidencias).await;
 }

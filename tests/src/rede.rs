@@ -484,6 +484,11 @@ impl Processo {
         &self.log
     }
 
+    /// Its process id (`ip netns exec` execs the program: the same process).
+    pub fn pid(&self) -> u32 {
+        self.filho.id()
+    }
+
     /// The next line it writes on stdout, waiting up to `limite`.
     pub async fn linha(&mut self, limite: Duration) -> Option<String> {
         let fim = tokio::time::Instant::now() + limite;
