@@ -643,6 +643,94 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
     db.descartar().await;
 }
 
+/// The saída's (updates, HOT updates) so far, read after this connection's statistics were
+/// flushed.
+async fn atualizacoes_da_saida(pool: &sqlx::PgPool) -> (i64, i64) {
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query_as(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables \
+         WHERE relid = 'mensageria_saida'::regclass",
+    )
+    .persistent(false)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Issue 29: a claim writes no index entry (a HOT update), so draining a
+/// backlog costs an insert, an update in place and a delete per row, not a new entry in every
+/// index of the saída. A leased row stays due in the queue's index: the next claims skip it
+/// while its lease runs and take it when the lease has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reivindicar_e_renovar_nao_escrevem_entradas_de_indice() {
+    use mensageria_core::teste::reivindicacao as r;
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let pool = db.outro_pool(1).await;
+    sqlx::query(
+        "INSERT INTO mensageria_saida (id_mensagem, tipo, payload) \
+         SELECT gen_random_uuid(), 'teste.aviso', json_build_object('n', g) \
+         FROM generate_series(1, 300) g",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let tipos = ["teste.aviso"];
+    let pedido = |token: i64, lease_ms: i64| r::Pedido {
+        tipos: &tipos,
+        pisos_ms: &[0],
+        lote: 100,
+        lease_ms,
+        dono: "app@r",
+        token,
+        bloquear_apos_morta: true,
+    };
+    let antes = atualizacoes_da_saida(&pool).await;
+    let mut pares = Vec::new();
+    for token in 1..=3 {
+        let linhas = r::reivindicar(&pool, pedido(token, 60_000)).await.unwrap();
+        assert_eq!(linhas.len(), 100);
+        pares.extend(linhas.iter().map(|l| (l.id, token)));
+    }
+    let depois = atualizacoes_da_saida(&pool).await;
+    let (atualizadas, hot) = (depois.0 - antes.0, depois.1 - antes.1);
+    assert_eq!(atualizadas, 300);
+    assert!(
+        hot * 4 >= atualizadas * 3,
+        "{hot} of {atualizadas} claims were HOT: each of the others wrote an entry in every index of the saída"
+    );
+    // A renewal is HOT too when its page has room (once the claim's old versions are pruned,
+    // which a transaction open elsewhere on the database can hold back): not asserted here.
+    assert_eq!(r::renovar_leases(&pool, &pares, 60_000).await.unwrap(), 300);
+    // Every row is due and leased: nothing to claim.
+    assert!(
+        r::reivindicar(&pool, pedido(4, 60_000))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A lease that ended makes its row claimable again, where it was in the queue.
+    assert_eq!(
+        r::confirmar_lote(&pool, &pares[1..]).await.unwrap().len(),
+        299
+    );
+    let curta = r::reivindicar(&pool, pedido(5, 60_000)).await.unwrap();
+    assert!(curta.is_empty(), "the last row's lease still runs");
+    assert_eq!(r::renovar_leases(&pool, &pares[..1], 1).await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let de_novo = r::reivindicar(&pool, pedido(6, 60_000)).await.unwrap();
+    assert_eq!(
+        de_novo.iter().map(|l| l.id).collect::<Vec<_>>(),
+        [pares[0].0]
+    );
+    assert_eq!(de_novo[0].tentativas, 2);
+    pool.close().await;
+    db.descartar().await;
+}
+
 #[tokio::test]
 async fn relay_de_receptor_puro_e_no_op_e_desligado_nem_inicia() {
     // This binary has enviadores, so exercise the disabled switch here; the pure-receiver

@@ -21,6 +21,7 @@ mod horizonte;
 mod jetstream;
 mod ponta_a_ponta;
 mod ponta_a_ponta_sqlite;
+mod queima;
 mod rastreamento;
 mod receptor;
 mod reivindicacao;
@@ -63,6 +64,8 @@ enum Secao {
     PontaAPonta,
     Receptor,
     Reivindicacao,
+    /// A large backlog drained by the relay beside a primary-key DELETE loop (in `queima.rs`).
+    Queima,
     /// The ordered claim next to the unordered one (in `reivindicacao.rs`).
     Ordem,
     /// End-to-end through NATS JetStream, 1 and 2 receiving apps, beside the HTTP path in the
@@ -124,6 +127,7 @@ fn main() {
             Secao::PontaAPonta,
             Secao::Receptor,
             Secao::Reivindicacao,
+            Secao::Queima,
             Secao::Ordem,
             Secao::Nats,
             Secao::Rastreamento,
@@ -155,6 +159,9 @@ fn main() {
         }
         if secoes.contains(&Secao::Reivindicacao) {
             reivindicacao::medir(&mut rel, &p).await;
+        }
+        if secoes.contains(&Secao::Queima) {
+            queima::medir(&mut rel, &p).await;
         }
         if secoes.contains(&Secao::Ordem) {
             reivindicacao::medir_ordem(&mut rel, &p).await;

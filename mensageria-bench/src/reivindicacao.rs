@@ -1,24 +1,21 @@
 //! 5. Claim scaling: claim latency with no history vs with deleted (delivered) rows that vacuum
-//!    has not cleared ahead of the queue, with and without the relay's keyset floor; burn-down
-//!    rate of a large backlog with a no-op enviador; the relay's memory with that backlog.
+//!    has not cleared ahead of the queue, with and without the relay's keyset floor (the
+//!    burn-down of a large backlog is `queima.rs`).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use mensageria_core::relay::{Config, Relay};
 use mensageria_core::teste::reivindicacao::{self, Pedido};
 use sqlx::PgPool;
 
 use crate::Parametros;
-use crate::ambiente::{Pg, rss_kib};
+use crate::ambiente::Pg;
 use crate::relatorio::{Relatorio, fmt};
 
 const LOTE: i64 = 64;
 const CLAIMS: usize = 100;
 
 /// Inserts `quantas` due rows of `bench.nada`, due `atras` ago (spread by a microsecond each).
-async fn semear(pool: &PgPool, quantas: i64, atras: &str) {
+pub(crate) async fn semear(pool: &PgPool, quantas: i64, atras: &str) {
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO mensageria_saida (id_mensagem, tipo, payload, proxima_tentativa_em) \
          SELECT gen_random_uuid(), 'bench.nada', '{{\"n\":1}}'::json, \
@@ -147,107 +144,6 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
         ),
         medianas[1] <= 1.5 * medianas[0],
     );
-
-    // Burn-down and memory: a backlog drained by the relay with a no-op enviador.
-    let mut picos = Vec::new();
-    for (backlog, conexoes) in [(p.backlog / 10, 1), (p.backlog, 1), (p.backlog, 4)] {
-        let (por_segundo, pico_kib) = queimar(backlog, conexoes).await;
-        rel.medir(
-            "burn-down",
-            format!("{backlog}-row backlog, relay pool of {conexoes} connection(s)"),
-            vec![por_segundo],
-            "rows/s",
-        );
-        rel.medir(
-            "burn-down",
-            format!("relay RSS growth draining {backlog} rows, {conexoes} connection(s)"),
-            vec![pico_kib as f64 / 1024.0],
-            "MiB",
-        );
-        if conexoes == 1 {
-            picos.push((por_segundo, pico_kib));
-        }
-    }
-    rel.meta(
-        "burn-down ≥ 50k rows/s on one connection (200k is the long-term goal)",
-        format!("{} rows/s", fmt(picos[1].0)),
-        picos[1].0 >= 50_000.0,
-    );
-    rel.meta(
-        format!(
-            "relay memory flat with backlog ({} vs {} rows)",
-            p.backlog,
-            p.backlog / 10
-        ),
-        format!(
-            "+{:.1} MiB vs +{:.1} MiB peak RSS",
-            picos[1].1 as f64 / 1024.0,
-            picos[0].1 as f64 / 1024.0
-        ),
-        picos[1].1 <= picos[0].1 * 3 / 2 + 4096,
-    );
-}
-
-/// The burn-down relay's batch and deliveries in flight: a relay set up to drain a backlog.
-/// Measured on this machine with a 200,000-row backlog on one connection: 256 → 24.6k rows/s,
-/// 1024 → 42.7k, 4096 → 52.8k (a claim round trip per 256 rows was the limit).
-const LOTE_DA_QUEIMA: usize = 4096;
-
-/// Drains `backlog` rows with a relay on `conexoes` connections; returns rows/s and the peak
-/// RSS growth (KiB) while it ran.
-async fn queimar(backlog: i64, conexoes: u32) -> (f64, u64) {
-    let pg = Pg::novo().await;
-    let leitura = pg.pool(1).await;
-    semear(&leitura, backlog, "1 minute").await;
-    sqlx::query("ANALYZE mensageria_saida")
-        .execute(&leitura)
-        .await
-        .expect("analyze");
-    let pool_relay = pg.pool(conexoes).await;
-    let antes = rss_kib();
-    let pico = Arc::new(AtomicU64::new(antes));
-    let amostrador = {
-        let pico = Arc::clone(&pico);
-        tokio::spawn(async move {
-            loop {
-                pico.fetch_max(rss_kib(), Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
-    let inicio = Instant::now();
-    let relay = Relay::new(
-        pool_relay,
-        Config::new("bench-queima")
-            .com_lote(LOTE_DA_QUEIMA)
-            .com_concorrencia(LOTE_DA_QUEIMA)
-            .com_intervalo(Duration::from_millis(20)),
-    )
-    .spawn()
-    .expect("relay");
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let resta: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM mensageria_saida)")
-            .fetch_one(&leitura)
-            .await
-            .expect("exists");
-        if !resta {
-            break;
-        }
-        assert!(
-            inicio.elapsed() < Duration::from_secs(900),
-            "burn-down took over 15 min"
-        );
-    }
-    let segundos = inicio.elapsed().as_secs_f64();
-    relay.shutdown(Duration::from_secs(10)).await;
-    amostrador.abort();
-    leitura.close().await;
-    pg.descartar().await;
-    (
-        backlog as f64 / segundos,
-        pico.load(Ordering::Relaxed).saturating_sub(antes),
-    )
 }
 
 /// How the ordered backlog is laid out in due order.

@@ -23,6 +23,16 @@ use crate::operacoes::{
 };
 
 /// The claim (see `reivindicar`); `teste::reivindicacao` shows it to the plan regression test.
+///
+/// A row is claimable when it is due (`proxima_tentativa_em`) and not leased (`lease_ate` unset
+/// or past). The claim writes only columns no index covers, so PostgreSQL makes it a HOT update
+/// when the page has room (migrations 6 and 7: the saída's pages are filled half full and the
+/// lease owner is not indexed): no index entry is written, and a delivered row costs its insert,
+/// this update and its delete. A leased row stays where it was in `mensageria_saida_fila`, so a
+/// claim walks the rows in flight at the head of its tipo (a heap visit each, bounded by the
+/// deliveries in flight); an expired lease of a live instance is claimed when the claims reach
+/// back to its due time (the full scan, every `varredura` of `Config::com_piso`); a dead instance's rows
+/// are put back at the head by the take-back.
 pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
          SELECT f.id, f.devida_em FROM unnest($1::text[], $6::int8[]) AS t(tipo, piso_ms) \
          CROSS JOIN LATERAL ( \
@@ -30,6 +40,7 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
              WHERE s.tipo = t.tipo \
                AND s.proxima_tentativa_em >= to_timestamp(t.piso_ms / 1000.0) \
                AND s.proxima_tentativa_em <= now() \
+               AND (s.lease_ate IS NULL OR s.lease_ate <= now()) \
                AND (s.chave_ordem IS NULL OR ( \
                    NOT EXISTS (SELECT 1 FROM mensageria_saida a \
                        WHERE a.chave_ordem = s.chave_ordem AND a.seq_ordem < s.seq_ordem) \
@@ -42,7 +53,6 @@ pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
      ) \
      UPDATE mensageria_saida s SET \
          tentativas = s.tentativas + 1, \
-         proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000), \
          lease_ate = now() + make_interval(secs => $3::float8 / 1000), \
          lease_dono = $4, \
          lease_token = $5 \
@@ -92,10 +102,10 @@ pub(crate) const SQL_CONFIRMAR: &str = "DELETE FROM mensageria_saida s \
      USING unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
      WHERE s.id = c.id AND s.lease_token = c.token RETURNING s.id";
 
-/// Lease renewal of the deliveries in flight (every lease/4), fenced by token.
+/// Lease renewal of the deliveries in flight (every lease/4), fenced by token; a HOT update, as
+/// the claim is.
 pub(crate) const SQL_RENOVAR: &str = "UPDATE mensageria_saida s SET \
-         lease_ate = now() + make_interval(secs => $3::float8 / 1000), \
-         proxima_tentativa_em = now() + make_interval(secs => $3::float8 / 1000) \
+         lease_ate = now() + make_interval(secs => $3::float8 / 1000) \
      FROM unnest($1::bigint[], $2::bigint[]) AS v(id, token) \
      WHERE s.id = v.id AND s.lease_token = v.token";
 
@@ -394,8 +404,9 @@ impl BancoInterno for Postgres {
             return Ok(Batimento::Perdida);
         }
         // Two statements in one transaction, the second only when a sibling died: the
-        // take-back walks the partial index on `lease_dono` (`mensageria_saida_lease`, leased
-        // rows only), and a heartbeat that finds nobody dead sends no second statement at all.
+        // take-back scans the saída (the lease owner is not indexed, so that claims are HOT
+        // updates: migration 7), and a heartbeat that finds nobody dead sends no second
+        // statement at all.
         let mut tx = pool.begin().await?;
         let mortas: Vec<String> = sqlx::query_scalar(
             "UPDATE mensageria_instancias SET recuperada_em = now() \
@@ -707,11 +718,17 @@ impl BancoInterno for Postgres {
                  CAST(i.morta_apos_ms AS BIGINT), \
                  CAST(extract(epoch FROM i.parada_em) * 1000 AS BIGINT), \
                  CAST(extract(epoch FROM i.recuperada_em) * 1000 AS BIGINT), \
-                 (SELECT CAST(count(*) AS BIGINT) FROM mensageria_saida s \
-                  WHERE s.lease_dono = i.instancia AND s.lease_token IS NOT NULL \
-                    AND CAST(extract(epoch FROM s.lease_ate) * 1000 AS BIGINT) \
-                        > CAST(extract(epoch FROM now()) * 1000 AS BIGINT)) \
-             FROM mensageria_instancias i ORDER BY i.app, i.visto_em DESC, i.instancia",
+                 coalesce(l.linhas, 0) \
+             FROM mensageria_instancias i \
+             LEFT JOIN ( \
+                 SELECT s.lease_dono, CAST(count(*) AS BIGINT) AS linhas \
+                 FROM mensageria_saida s \
+                 WHERE s.lease_token IS NOT NULL \
+                   AND CAST(extract(epoch FROM s.lease_ate) * 1000 AS BIGINT) \
+                       > CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                 GROUP BY s.lease_dono \
+             ) l ON l.lease_dono = i.instancia \
+             ORDER BY i.app, i.visto_em DESC, i.instancia",
         )
         .fetch_all(pool)
         .await?;

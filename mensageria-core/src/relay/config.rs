@@ -264,7 +264,11 @@ impl Config {
     /// database holds the xmin horizon and no entry can be marked dead). A row that becomes
     /// visible below the floor is delayed, never skipped: up to about a second when its
     /// enqueuing transaction stayed open for between half a second and `margem`, until the full
-    /// scan that runs every `varredura` when it stayed open for longer. Defaults: 10 s and 30 s.
+    /// scan that runs every `varredura` when it stayed open for longer. A leased row keeps its
+    /// place in the queue (its due time), so a lease that ended while its holder still ran
+    /// (its renewals failed, its heartbeat did not) is also claimed by the full scan, or at once
+    /// by a relay that starts (its first claim scans everything); a dead holder's rows are put
+    /// back at the head by its siblings. Defaults: 10 s and 30 s.
     pub fn com_piso(mut self, margem: Duration, varredura: Duration) -> Self {
         self.margem_piso = margem;
         self.varredura_completa = varredura;

@@ -1,0 +1,223 @@
+//! 5b. Burn-down: a large backlog drained by a relay with a no-op enviador, on one connection
+//!     and on four, beside the cheapest drain of the same rows on the same schema (a loop of
+//!     primary-key DELETEs of 4096 rows, each its own transaction) in the same repetitions; the
+//!     share of the claim's updates PostgreSQL made HOT; the relay's memory with that backlog.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use mensageria_core::relay::{Config, Relay};
+use sqlx::PgPool;
+
+use crate::Parametros;
+use crate::ambiente::{Pg, rss_kib};
+use crate::reivindicacao::semear;
+use crate::relatorio::{Relatorio, fmt};
+
+/// The burn-down relay's batch and deliveries in flight: a relay set up to drain a backlog.
+/// Measured on this machine with a 200,000-row backlog on one connection: 256 → 24.6k rows/s,
+/// 1024 → 42.7k, 4096 → 52.8k (a claim round trip per 256 rows was the limit).
+const LOTE_DA_QUEIMA: usize = 4096;
+
+/// What one drain of a backlog measured.
+struct Queima {
+    linhas_por_segundo: f64,
+    /// Peak RSS growth of this process while the relay ran, KiB.
+    pico_kib: u64,
+    /// Of the saída's updates while it ran, the share PostgreSQL made HOT (no index entry
+    /// written), from `pg_stat_user_tables`.
+    hot: f64,
+}
+
+pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
+    println!("5b. burn-down");
+    let (mut relay1, mut bruto, mut razoes, mut hot) = (vec![], vec![], vec![], vec![]);
+    let mut pico_grande = 0;
+    for _ in 0..p.repeticoes {
+        let b = apagar_em_lotes(p.backlog).await;
+        let q = queimar(p.backlog, 1).await;
+        razoes.push(q.linhas_por_segundo / b);
+        bruto.push(b);
+        relay1.push(q.linhas_por_segundo);
+        hot.push(q.hot * 100.0);
+        pico_grande = pico_grande.max(q.pico_kib);
+    }
+    let pequena = queimar(p.backlog / 10, 1).await;
+    let quatro = queimar(p.backlog, 4).await;
+    let mediana = rel.medir(
+        "burn-down",
+        format!("{}-row backlog, relay pool of 1 connection", p.backlog),
+        relay1,
+        "rows/s",
+    );
+    let base = rel.medir(
+        "burn-down",
+        format!(
+            "baseline: the same backlog deleted by primary key, {LOTE_DA_QUEIMA} rows a transaction, one connection"
+        ),
+        bruto,
+        "rows/s",
+    );
+    rel.medir(
+        "burn-down",
+        "relay (1 connection) / baseline, per repetition",
+        razoes,
+        "×",
+    );
+    rel.medir(
+        "burn-down",
+        "share of the saída's updates that were HOT, relay on 1 connection",
+        hot,
+        "%",
+    );
+    rel.medir(
+        "burn-down",
+        format!("{}-row backlog, relay pool of 4 connections", p.backlog),
+        vec![quatro.linhas_por_segundo],
+        "rows/s",
+    );
+    rel.medir(
+        "burn-down",
+        format!("{}-row backlog, relay pool of 1 connection", p.backlog / 10),
+        vec![pequena.linhas_por_segundo],
+        "rows/s",
+    );
+    rel.meta(
+        "burn-down ≥ 50k rows/s on one connection (200k is the long-term goal)",
+        format!(
+            "{} rows/s ({:.2}× the primary-key DELETE loop's {} rows/s)",
+            fmt(mediana),
+            mediana / base,
+            fmt(base)
+        ),
+        mediana >= 50_000.0,
+    );
+    rel.meta(
+        format!(
+            "relay memory flat with backlog ({} vs {} rows)",
+            p.backlog,
+            p.backlog / 10
+        ),
+        format!(
+            "+{:.1} MiB vs +{:.1} MiB peak RSS",
+            pico_grande as f64 / 1024.0,
+            pequena.pico_kib as f64 / 1024.0
+        ),
+        pico_grande <= pequena.pico_kib * 3 / 2 + 4096,
+    );
+}
+
+/// A fresh schema holding `backlog` due rows, analyzed, and a one-connection pool on it.
+async fn com_backlog(backlog: i64) -> (Pg, PgPool) {
+    let pg = Pg::novo().await;
+    let leitura = pg.pool(1).await;
+    semear(&leitura, backlog, "1 minute").await;
+    sqlx::query("ANALYZE mensageria_saida")
+        .execute(&leitura)
+        .await
+        .expect("analyze");
+    (pg, leitura)
+}
+
+/// The baseline: the backlog deleted in queue order by primary key, `LOTE_DA_QUEIMA` rows a
+/// transaction, on one connection (what any consumer that removes each row pays at least);
+/// returns rows/s.
+async fn apagar_em_lotes(backlog: i64) -> f64 {
+    let (pg, pool) = com_backlog(backlog).await;
+    let inicio = Instant::now();
+    let (mut ultimo, mut apagadas) = (0_i64, 0_i64);
+    loop {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "DELETE FROM mensageria_saida WHERE id = ANY(ARRAY( \
+                 SELECT id FROM mensageria_saida WHERE id > $1 ORDER BY id LIMIT $2)) \
+             RETURNING id",
+        )
+        .bind(ultimo)
+        .bind(LOTE_DA_QUEIMA as i64)
+        .fetch_all(&pool)
+        .await
+        .expect("delete a batch");
+        if ids.is_empty() {
+            break;
+        }
+        apagadas += ids.len() as i64;
+        ultimo = ids.into_iter().max().unwrap_or(ultimo);
+    }
+    let segundos = inicio.elapsed().as_secs_f64();
+    assert_eq!(apagadas, backlog, "the baseline deletes every row");
+    pool.close().await;
+    pg.descartar().await;
+    backlog as f64 / segundos
+}
+
+/// The saída's (updates, HOT updates) so far, from the statistics collector.
+async fn atualizacoes(pool: &PgPool) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables \
+         WHERE relid = to_regclass('mensageria_saida')",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("pg_stat_user_tables")
+}
+
+/// Drains `backlog` rows with a relay on `conexoes` connections.
+async fn queimar(backlog: i64, conexoes: u32) -> Queima {
+    let (pg, leitura) = com_backlog(backlog).await;
+    let antes_upd = atualizacoes(&leitura).await;
+    let pool_relay = pg.pool(conexoes).await;
+    let antes = rss_kib();
+    let pico = Arc::new(AtomicU64::new(antes));
+    let amostrador = {
+        let pico = Arc::clone(&pico);
+        tokio::spawn(async move {
+            loop {
+                pico.fetch_max(rss_kib(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let inicio = Instant::now();
+    let relay = Relay::new(
+        pool_relay,
+        Config::new("bench-queima")
+            .com_lote(LOTE_DA_QUEIMA)
+            .com_concorrencia(LOTE_DA_QUEIMA)
+            .com_intervalo(Duration::from_millis(20)),
+    )
+    .spawn()
+    .expect("relay");
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let resta: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM mensageria_saida)")
+            .fetch_one(&leitura)
+            .await
+            .expect("exists");
+        if !resta {
+            break;
+        }
+        assert!(
+            inicio.elapsed() < Duration::from_secs(900),
+            "burn-down took over 15 min"
+        );
+    }
+    let segundos = inicio.elapsed().as_secs_f64();
+    relay.shutdown(Duration::from_secs(10)).await;
+    amostrador.abort();
+    // The statistics of a backend reach the views within a second of its last transaction.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let depois_upd = atualizacoes(&leitura).await;
+    let (upd, hot) = (depois_upd.0 - antes_upd.0, depois_upd.1 - antes_upd.1);
+    leitura.close().await;
+    pg.descartar().await;
+    Queima {
+        linhas_por_segundo: backlog as f64 / segundos,
+        pico_kib: pico.load(Ordering::Relaxed).saturating_sub(antes),
+        hot: if upd > 0 {
+            hot as f64 / upd as f64
+        } else {
+            0.0
+        },
+    }
+}

@@ -1,0 +1,15 @@
+-- mensageria schema, version 6 (PostgreSQL): a claim that writes no index entry.
+--
+-- Until version 5 a claim moved `proxima_tentativa_em` to the lease's end and set `lease_dono`,
+-- both indexed (`mensageria_saida_fila`, `mensageria_saida_lease`), so every claimed row was a
+-- new tuple plus a new entry in each of the saída's indexes, then a delete: half of a drained
+-- backlog's work was index maintenance. From this version a claim leaves `proxima_tentativa_em`
+-- at the row's due time and writes only columns no index covers (`tentativas`, `lease_dono`,
+-- `lease_ate`, `lease_token`), and a row is claimable when it is due and its lease, if any, has
+-- ended (`lease_ate`). PostgreSQL then makes the claim and the lease renewals HOT updates (the
+-- new version on the same page, no index entry) when the page has room: the saída's pages are
+-- filled half full from now on (existing pages keep theirs; the saída turns over quickly).
+--
+-- Online: `SET (fillfactor)` takes a SHARE UPDATE EXCLUSIVE lock (reads and writes go on) and
+-- rewrites nothing. The lease index is dropped by the next migration, without blocking writes.
+ALTER TABLE mensageria_saida SET (fillfactor = 50);
