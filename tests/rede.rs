@@ -846,6 +846,8 @@ struct Injecoes {
     quedas: u32,
     /// The lossy wire's counts, summed: packets through it, lost, overtaken.
     fio: (u64, u64, u64),
+    /// The last nemesis injected.
+    ultima: Option<Nemese>,
 }
 
 impl Injecoes {
@@ -959,7 +961,13 @@ impl Cena {
             }
             Nemese::RespostasPerdidas => self.lab.cortar(Maquina::Receptor, relay),
             Nemese::ParticaoRelayPostgres => {
-                injecoes.linhas_do_relay_cortado += self.linhas_de(relay).await;
+                // Cut while the relay holds deliveries in flight (waiting up to 2 s for one).
+                let mut linhas = self.linhas_de(relay).await;
+                while linhas == 0 && inicio.elapsed() < Duration::from_secs(2) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    linhas = self.linhas_de(relay).await;
+                }
+                injecoes.linhas_do_relay_cortado += linhas;
                 self.lab.separar(relay, Maquina::Banco);
             }
             Nemese::ParticaoReceptorPostgres => {
@@ -1003,6 +1011,7 @@ impl Cena {
         self.lab.curar();
         injecoes.sob_falha += inicio.elapsed();
         *injecoes.vezes.entry(nemese).or_default() += 1;
+        injecoes.ultima = Some(nemese);
         Ok(())
     }
 
@@ -1068,6 +1077,7 @@ async fn soak_com_nemeses() {
         Err(pulo) => return pular(nome, &pulo),
     };
     // Every nemesis heals itself: the last one just did, and the producers are done.
+    let pendentes_na_cura = c.pendentes().await;
     let tentadas = produtores.await.unwrap();
     let drenagem = c.drenar_em(Duration::from_secs(300)).await;
     let duracao = inicio.elapsed();
@@ -1080,6 +1090,10 @@ async fn soak_com_nemeses() {
     let (recebidos, perdidos, fora_de_ordem) = injecoes.fio;
     let evidencias = vec![
         format!("injections: {}", injecoes.texto()),
+        format!(
+            "the last nemesis ({}) healed with {pendentes_na_cura} rows pending",
+            injecoes.ultima.map_or("none", Nemese::nome)
+        ),
         format!(
             "{:.0} s of {:.0} s under a nemesis; {} of {} receptor ↔ PostgreSQL cuts with a \
              receptor transaction open; the cut relays held {} rows at their cuts; {} link \
