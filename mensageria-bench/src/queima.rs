@@ -11,7 +11,7 @@ use mensageria_core::relay::{Config, Relay};
 use sqlx::PgPool;
 
 use crate::Parametros;
-use crate::ambiente::{Pg, rss_kib};
+use crate::ambiente::{Cpu, Pg, rss_kib};
 use crate::reivindicacao::semear;
 use crate::relatorio::{Relatorio, fmt};
 
@@ -28,29 +28,30 @@ struct Queima {
     /// Of the saída's updates while it ran, the share PostgreSQL made HOT (no index entry
     /// written), from `pg_stat_user_tables`.
     hot: f64,
+    /// CPU per row while it ran, µs: this process (the relay) and PostgreSQL.
+    cpu: Cpu,
 }
 
 pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
     println!("5b. burn-down");
     let (mut relay1, mut bruto, mut razoes, mut hot) = (vec![], vec![], vec![], vec![]);
-    let mut pico_grande = 0;
+    let (mut picos, mut cpu_relay, mut cpu_pg, mut cpu_pg_bruto) = (vec![], vec![], vec![], vec![]);
     for _ in 0..p.repeticoes {
-        let b = apagar_em_lotes(p.backlog).await;
+        let (b, cpu_b) = apagar_em_lotes(p.backlog).await;
         let q = queimar(p.backlog, 1).await;
         razoes.push(q.linhas_por_segundo / b);
         bruto.push(b);
+        cpu_pg_bruto.push(cpu_b.postgres);
         relay1.push(q.linhas_por_segundo);
         hot.push(q.hot * 100.0);
-        pico_grande = pico_grande.max(q.pico_kib);
+        picos.push(q.pico_kib as f64 / 1024.0);
+        cpu_relay.push(q.cpu.proprio);
+        cpu_pg.push(q.cpu.postgres);
     }
     let pequena = queimar(p.backlog / 10, 1).await;
     let quatro = queimar(p.backlog, 4).await;
-    let mediana = rel.medir(
-        "burn-down",
-        format!("{}-row backlog, relay pool of 1 connection", p.backlog),
-        relay1,
-        "rows/s",
-    );
+    let linha = |o: &str| format!("{}-row backlog, relay pool of 1 connection{o}", p.backlog);
+    let mediana = rel.medir("burn-down", linha(""), relay1, "rows/s");
     let base = rel.medir(
         "burn-down",
         format!(
@@ -73,6 +74,24 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
     );
     rel.medir(
         "burn-down",
+        linha(": CPU per row, this process (the relay)"),
+        cpu_relay,
+        "µs",
+    );
+    rel.medir(
+        "burn-down",
+        linha(": CPU per row, PostgreSQL"),
+        cpu_pg,
+        "µs",
+    );
+    rel.medir(
+        "burn-down",
+        "baseline: CPU per row, PostgreSQL",
+        cpu_pg_bruto,
+        "µs",
+    );
+    rel.medir(
+        "burn-down",
         format!("{}-row backlog, relay pool of 4 connections", p.backlog),
         vec![quatro.linhas_por_segundo],
         "rows/s",
@@ -82,6 +101,14 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
         format!("{}-row backlog, relay pool of 1 connection", p.backlog / 10),
         vec![pequena.linhas_por_segundo],
         "rows/s",
+    );
+    let pico = rel.medir("burn-down", linha(": peak RSS growth"), picos, "MiB");
+    let pico_pequena = pequena.pico_kib as f64 / 1024.0;
+    rel.medir(
+        "burn-down",
+        format!("{}-row backlog: peak RSS growth", p.backlog / 10),
+        vec![pico_pequena],
+        "MiB",
     );
     rel.meta(
         "burn-down ≥ 50k rows/s on one connection (200k is the long-term goal)",
@@ -99,12 +126,8 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
             p.backlog,
             p.backlog / 10
         ),
-        format!(
-            "+{:.1} MiB vs +{:.1} MiB peak RSS",
-            pico_grande as f64 / 1024.0,
-            pequena.pico_kib as f64 / 1024.0
-        ),
-        pico_grande <= pequena.pico_kib * 3 / 2 + 4096,
+        format!("+{pico:.1} MiB vs +{pico_pequena:.1} MiB peak RSS"),
+        pico <= pico_pequena * 1.5 + 4.0,
     );
 }
 
@@ -122,9 +145,10 @@ async fn com_backlog(backlog: i64) -> (Pg, PgPool) {
 
 /// The baseline: the backlog deleted in queue order by primary key, `LOTE_DA_QUEIMA` rows a
 /// transaction, on one connection (what any consumer that removes each row pays at least);
-/// returns rows/s.
-async fn apagar_em_lotes(backlog: i64) -> f64 {
+/// returns rows/s and the CPU per row.
+async fn apagar_em_lotes(backlog: i64) -> (f64, Cpu) {
     let (pg, pool) = com_backlog(backlog).await;
+    let cpu = Cpu::agora();
     let inicio = Instant::now();
     let (mut ultimo, mut apagadas) = (0_i64, 0_i64);
     loop {
@@ -145,10 +169,11 @@ async fn apagar_em_lotes(backlog: i64) -> f64 {
         ultimo = ids.into_iter().max().unwrap_or(ultimo);
     }
     let segundos = inicio.elapsed().as_secs_f64();
+    let cpu = Cpu::agora().por(cpu, backlog as f64);
     assert_eq!(apagadas, backlog, "the baseline deletes every row");
     pool.close().await;
     pg.descartar().await;
-    backlog as f64 / segundos
+    (backlog as f64 / segundos, cpu)
 }
 
 /// The saída's (updates, HOT updates) so far, from the statistics collector.
@@ -178,6 +203,7 @@ async fn queimar(backlog: i64, conexoes: u32) -> Queima {
             }
         })
     };
+    let cpu = Cpu::agora();
     let inicio = Instant::now();
     let relay = Relay::new(
         pool_relay,
@@ -203,6 +229,7 @@ async fn queimar(backlog: i64, conexoes: u32) -> Queima {
         );
     }
     let segundos = inicio.elapsed().as_secs_f64();
+    let cpu = Cpu::agora().por(cpu, backlog as f64);
     relay.shutdown(Duration::from_secs(10)).await;
     amostrador.abort();
     // The statistics of a backend reach the views within a second of its last transaction.
@@ -219,5 +246,6 @@ async fn queimar(backlog: i64, conexoes: u32) -> Queima {
         } else {
             0.0
         },
+        cpu,
     }
 }

@@ -60,7 +60,9 @@ pub async fn migrar<DB: Banco>(pool: &Pool<DB>) -> Result<(), Erro> {
 /// Checks, without changing anything, that the mensageria tables exist and are at least as new
 /// as this build needs: what an app that shares a schema it does not own calls at start.
 ///
-/// A schema newer than this build is accepted (the owner upgrades first; migrations only add).
+/// A schema newer than this build is accepted (the owner upgrades first; migrations add, or drop
+/// what no build since needs: version 7 drops the lease owner's index, which an older build's
+/// relay does not need either).
 #[doc(alias("verify_schema", "check_schema"))]
 pub async fn verificar_schema<DB: Banco>(pool: &Pool<DB>) -> Result<VersaoSchema, Erro> {
     let esperada = DB::versao_esperada();
