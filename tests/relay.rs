@@ -517,22 +517,23 @@ async fn plano_da_reivindicacao_segue_no_indice_com_300k_linhas() {
     db.descartar().await;
 }
 
-/// Sequential and index scans of `mensageria_saida` so far, with this connection's pending
-/// counts flushed first (PostgreSQL flushes a backend's statistics when it goes idle, and
-/// `pg_stat_force_next_flush` makes that flush unconditional).
-async fn varreduras_da_saida(pool: &sqlx::PgPool) -> (i64, i64) {
+/// `mensageria_saida`'s sequential scans, index scans, updates and HOT updates so far, with this
+/// connection's pending counts flushed first (PostgreSQL flushes a backend's statistics when it
+/// goes idle, and `pg_stat_force_next_flush` makes that flush unconditional).
+async fn contadores_da_saida(pool: &sqlx::PgPool) -> [i64; 4] {
     sqlx::query("SELECT pg_stat_force_next_flush()")
         .execute(pool)
         .await
         .unwrap();
-    sqlx::query_as(
-        "SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_user_tables \
-         WHERE relid = 'mensageria_saida'::regclass",
+    let (seq, idx, upd, hot) = sqlx::query_as(
+        "SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0), n_tup_upd, n_tup_hot_upd \
+         FROM pg_stat_user_tables WHERE relid = 'mensageria_saida'::regclass",
     )
     .persistent(false)
     .fetch_one(pool)
     .await
-    .unwrap()
+    .unwrap();
+    [seq, idx, upd, hot]
 }
 
 /// The plan trap, for every statement the relay runs per message on PostgreSQL, and its
@@ -606,7 +607,7 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
         "matar",
         "liberar",
     ] {
-        let (seq_antes, idx_antes) = varreduras_da_saida(&pool).await;
+        let [seq_antes, idx_antes, ..] = contadores_da_saida(&pool).await;
         match nome {
             "reivindicar" => assert_eq!(r::reivindicar(&pool, pedido(100)).await.unwrap().len(), 1),
             "confirmar_lote" => {
@@ -625,7 +626,7 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
                 r::Batimento::Batido { recuperadas: 0 }
             ),
         }
-        let (seq_depois, idx_depois) = varreduras_da_saida(&pool).await;
+        let [seq_depois, idx_depois, ..] = contadores_da_saida(&pool).await;
         // The heartbeat reads the saída only when a sibling died (here none did).
         assert!(
             nome == "bater_instancia" || idx_depois > idx_antes || seq_depois > seq_antes,
@@ -641,23 +642,6 @@ async fn plano_generico_nenhum_comando_do_relay_varre_a_saida_que_cresceu() {
     );
     pool.close().await;
     db.descartar().await;
-}
-
-/// The saída's (updates, HOT updates) so far, read after this connection's statistics were
-/// flushed.
-async fn atualizacoes_da_saida(pool: &sqlx::PgPool) -> (i64, i64) {
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(pool)
-        .await
-        .unwrap();
-    sqlx::query_as(
-        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables \
-         WHERE relid = 'mensageria_saida'::regclass",
-    )
-    .persistent(false)
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
 
 /// Issue 29: a claim writes no index entry (a HOT update), so draining a
@@ -688,15 +672,15 @@ async fn reivindicar_e_renovar_nao_escrevem_entradas_de_indice() {
         token,
         bloquear_apos_morta: true,
     };
-    let antes = atualizacoes_da_saida(&pool).await;
+    let [.., upd_antes, hot_antes] = contadores_da_saida(&pool).await;
     let mut pares = Vec::new();
     for token in 1..=3 {
         let linhas = r::reivindicar(&pool, pedido(token, 60_000)).await.unwrap();
         assert_eq!(linhas.len(), 100);
         pares.extend(linhas.iter().map(|l| (l.id, token)));
     }
-    let depois = atualizacoes_da_saida(&pool).await;
-    let (atualizadas, hot) = (depois.0 - antes.0, depois.1 - antes.1);
+    let [.., upd_depois, hot_depois] = contadores_da_saida(&pool).await;
+    let (atualizadas, hot) = (upd_depois - upd_antes, hot_depois - hot_antes);
     assert_eq!(atualizadas, 300);
     assert!(
         hot * 4 >= atualizadas * 3,

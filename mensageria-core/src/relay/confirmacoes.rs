@@ -16,7 +16,7 @@
 //! the acks at most one renewal statement (a few milliseconds every lease/4).
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use sqlx::Pool;
 use tokio::sync::oneshot;
@@ -40,9 +40,9 @@ pub(crate) struct Confirmacoes {
     vez_no_banco: tokio::sync::Mutex<()>,
 }
 
-/// If the delivery running the batches is cancelled mid-way (a timeout, an aborted relay), hands
-/// the turn back and fails the queued acks (their waiters retry, and one of them runs the next
-/// batch) instead of leaving them waiting for nobody.
+/// Hands the turn back and fails the queued acks (their waiters retry, and one of them starts
+/// the next run) if the task running the batches ends without emptying the queue: it panicked,
+/// or the runtime is shutting down.
 struct Vez<'a>(&'a Confirmacoes);
 
 impl Drop for Vez<'_> {
@@ -58,59 +58,69 @@ impl Drop for Vez<'_> {
 impl Confirmacoes {
     /// Deletes the delivered row `id` if its lease `token` is still ours; `Ok(false)` when it
     /// was not (fenced). Batched with the acks of concurrent deliveries.
+    ///
+    /// The batches run in a task of their own, started by the ack that found no run going, so a
+    /// delivery that is cancelled while it waits (an aborted delivery, a lease lost) takes only
+    /// its own answer with it: the batch it was in, and the acks queued behind it, still run.
     pub(crate) async fn confirmar<DB: Banco>(
-        &self,
+        self: &Arc<Self>,
         pool: &Pool<DB>,
         id: i64,
         token: i64,
     ) -> Result<bool, sqlx::Error> {
         let (enviar, receber) = oneshot::channel();
-        let minha_vez = {
+        let comecar = {
             let mut estado = self.estado.lock().expect("acks lock");
             estado.pendentes.push((id, token, enviar));
             !std::mem::replace(&mut estado.esvaziando, true)
         };
-        if minha_vez {
-            let _vez = Vez(self);
-            loop {
-                let lote = {
-                    let mut estado = self.estado.lock().expect("acks lock");
-                    if estado.pendentes.is_empty() {
-                        // Hand the turn back under the same lock that saw the queue empty, so an
-                        // ack queued after this point starts a run of its own.
-                        estado.esvaziando = false;
-                        break;
-                    }
-                    std::mem::take(&mut estado.pendentes)
-                };
-                let pares: Vec<(i64, i64)> =
-                    lote.iter().map(|(id, token, _)| (*id, *token)).collect();
-                let apagar = async {
-                    let _vez = self.vez_no_banco.lock().await;
-                    DB::confirmar_lote(pool, &pares).await
-                };
-                match apagar.await {
-                    Ok(apagados) => {
-                        let apagados: HashSet<i64> = apagados.into_iter().collect();
-                        for (id, _, enviar) in lote {
-                            let _ = enviar.send(Ok(apagados.contains(&id)));
-                        }
-                    }
-                    Err(erro) => {
-                        let erro = erro.to_string();
-                        for (_, _, enviar) in lote {
-                            let _ = enviar.send(Err(erro.clone()));
-                        }
-                    }
-                }
-            }
+        if comecar {
+            tokio::spawn(Arc::clone(self).esvaziar(pool.clone()));
         }
         match receber.await {
             Ok(Ok(apagada)) => Ok(apagada),
             Ok(Err(erro)) => Err(sqlx::Error::Protocol(format!("batched ack failed: {erro}"))),
             Err(_) => Err(sqlx::Error::Protocol(
-                "batched ack cancelled before it ran".into(),
+                "the task running the ack batches ended before this ack's batch ran (it \
+                 panicked, or the runtime is shutting down)"
+                    .into(),
             )),
+        }
+    }
+
+    /// Runs ack batches until the queue is empty, each with every ack queued when it starts.
+    async fn esvaziar<DB: Banco>(self: Arc<Self>, pool: Pool<DB>) {
+        let _vez = Vez(&self);
+        loop {
+            let lote = {
+                let mut estado = self.estado.lock().expect("acks lock");
+                if estado.pendentes.is_empty() {
+                    // Hand the turn back under the same lock that saw the queue empty, so an
+                    // ack queued after this point starts a run of its own.
+                    estado.esvaziando = false;
+                    break;
+                }
+                std::mem::take(&mut estado.pendentes)
+            };
+            let pares: Vec<(i64, i64)> = lote.iter().map(|(id, token, _)| (*id, *token)).collect();
+            let resultado = {
+                let _vez = self.vez_no_banco.lock().await;
+                DB::confirmar_lote(&pool, &pares).await
+            };
+            match resultado {
+                Ok(apagados) => {
+                    let apagados: HashSet<i64> = apagados.into_iter().collect();
+                    for (id, _, enviar) in lote {
+                        let _ = enviar.send(Ok(apagados.contains(&id)));
+                    }
+                }
+                Err(erro) => {
+                    let erro = erro.to_string();
+                    for (_, _, enviar) in lote {
+                        let _ = enviar.send(Err(erro.clone()));
+                    }
+                }
+            }
         }
     }
 
@@ -129,7 +139,6 @@ impl Confirmacoes {
 
 #[cfg(all(test, feature = "sqlite"))]
 mod testes {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use super::*;
@@ -142,6 +151,34 @@ mod testes {
             .expect("open SQLite");
         crate::migrar(&pool).await.expect("migrate");
         (dir, pool)
+    }
+
+    /// The delivery whose ack started the run of batches is cancelled while its batch waits
+    /// for the database: the acks queued behind it still run and get their answer (before,
+    /// they failed with "cancelled before it ran" and their messages were delivered again).
+    #[tokio::test]
+    async fn uma_entrega_cancelada_nao_leva_as_confirmacoes_do_lote() {
+        let (_dir, pool) = saida().await;
+        let confirmacoes = Arc::new(Confirmacoes::default());
+        let vez = confirmacoes.vez_no_banco.lock().await;
+        let confirmar = |id: i64| {
+            let (confirmacoes, pool) = (Arc::clone(&confirmacoes), pool.clone());
+            tokio::spawn(async move { confirmacoes.confirmar(&pool, id, 7).await })
+        };
+        let primeira = confirmar(1);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let seguintes = [confirmar(2), confirmar(3)];
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        primeira.abort();
+        assert!(primeira.await.expect_err("aborted").is_cancelled());
+        drop(vez);
+        for seguinte in seguintes {
+            let resposta = seguinte.await.expect("ack task");
+            assert!(
+                matches!(resposta, Ok(false)),
+                "an ack queued behind a cancelled one: {resposta:?}"
+            );
+        }
     }
 
     #[tokio::test]
