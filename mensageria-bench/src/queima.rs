@@ -32,62 +32,82 @@ struct Queima {
     cpu: Cpu,
 }
 
+/// Each repetition's figures: the baseline's and the one-connection relay's.
+#[derive(Default)]
+struct Repeticoes {
+    relay1: Vec<f64>,
+    bruto: Vec<f64>,
+    razoes: Vec<f64>,
+    hot: Vec<f64>,
+    picos: Vec<f64>,
+    cpu_relay: Vec<f64>,
+    cpu_pg: Vec<f64>,
+    cpu_pg_bruto: Vec<f64>,
+}
+
+impl Repeticoes {
+    /// The baseline, then the relay on one connection, `repeticoes` times.
+    async fn medir(backlog: i64, repeticoes: usize) -> Self {
+        let mut r = Repeticoes::default();
+        for _ in 0..repeticoes {
+            let (b, cpu_b) = apagar_em_lotes(backlog).await;
+            let q = queimar(backlog, 1).await;
+            r.razoes.push(q.linhas_por_segundo / b);
+            r.bruto.push(b);
+            r.cpu_pg_bruto.push(cpu_b.postgres);
+            r.relay1.push(q.linhas_por_segundo);
+            r.hot.push(q.hot * 100.0);
+            r.picos.push(q.pico_kib as f64 / 1024.0);
+            r.cpu_relay.push(q.cpu.proprio);
+            r.cpu_pg.push(q.cpu.postgres);
+        }
+        r
+    }
+}
+
 pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
     println!("5b. burn-down");
-    let (mut relay1, mut bruto, mut razoes, mut hot) = (vec![], vec![], vec![], vec![]);
-    let (mut picos, mut cpu_relay, mut cpu_pg, mut cpu_pg_bruto) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..p.repeticoes {
-        let (b, cpu_b) = apagar_em_lotes(p.backlog).await;
-        let q = queimar(p.backlog, 1).await;
-        razoes.push(q.linhas_por_segundo / b);
-        bruto.push(b);
-        cpu_pg_bruto.push(cpu_b.postgres);
-        relay1.push(q.linhas_por_segundo);
-        hot.push(q.hot * 100.0);
-        picos.push(q.pico_kib as f64 / 1024.0);
-        cpu_relay.push(q.cpu.proprio);
-        cpu_pg.push(q.cpu.postgres);
-    }
+    let r = Repeticoes::medir(p.backlog, p.repeticoes).await;
     let pequena = queimar(p.backlog / 10, 1).await;
     let quatro = queimar(p.backlog, 4).await;
     let linha = |o: &str| format!("{}-row backlog, relay pool of 1 connection{o}", p.backlog);
-    let mediana = rel.medir("burn-down", linha(""), relay1, "rows/s");
+    let mediana = rel.medir("burn-down", linha(""), r.relay1, "rows/s");
     let base = rel.medir(
         "burn-down",
         format!(
             "baseline: the same backlog deleted by primary key, {LOTE_DA_QUEIMA} rows a transaction, one connection"
         ),
-        bruto,
+        r.bruto,
         "rows/s",
     );
     rel.medir(
         "burn-down",
         "relay (1 connection) / baseline, per repetition",
-        razoes,
+        r.razoes,
         "×",
     );
     rel.medir(
         "burn-down",
         "share of the saída's updates that were HOT, relay on 1 connection",
-        hot,
+        r.hot,
         "%",
     );
     rel.medir(
         "burn-down",
         linha(": CPU per row, this process (the relay)"),
-        cpu_relay,
+        r.cpu_relay,
         "µs",
     );
     rel.medir(
         "burn-down",
         linha(": CPU per row, PostgreSQL"),
-        cpu_pg,
+        r.cpu_pg,
         "µs",
     );
     rel.medir(
         "burn-down",
         "baseline: CPU per row, PostgreSQL",
-        cpu_pg_bruto,
+        r.cpu_pg_bruto,
         "µs",
     );
     rel.medir(
@@ -102,7 +122,7 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
         vec![pequena.linhas_por_segundo],
         "rows/s",
     );
-    let pico = rel.medir("burn-down", linha(": peak RSS growth"), picos, "MiB");
+    let pico = rel.medir("burn-down", linha(": peak RSS growth"), r.picos, "MiB");
     let pico_pequena = pequena.pico_kib as f64 / 1024.0;
     rel.medir(
         "burn-down",
