@@ -778,3 +778,37 @@ nos_dois_bancos! {
         );
     }
 }
+
+// 9. The receiving side's dead letters, listed with a negative limit: nothing, on both backends
+// (SQLite read `LIMIT -1` as "no limit" and listed them all, PostgreSQL refused the statement),
+// so a replay asked for a negative number of them replays none.
+nos_dois_bancos! {
+    async fn mortas_recebidas_com_limite_negativo_nao_lista_nenhuma(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        for n in 0..3 {
+            let morta = mensageria_core::operacoes::MortaRecebida {
+                app: "fiscal".to_owned(),
+                id_mensagem: uuid::Uuid::now_v7(),
+                tipo: "falhas.morta".to_owned(),
+                origem: "nats:MENSAGERIA:mensageria.falhas.morta".to_owned(),
+                payload: json!({ "n": n }).to_string(),
+                correlacao: None,
+                motivo: "rejected".to_owned(),
+                entregas: 1,
+                morta_em_ms: 0,
+                traceparent: None,
+                tracestate: None,
+            };
+            mensageria_core::operacoes::registrar_morta_recebida(&db.pool, &morta).await.unwrap();
+        }
+        for limite in [-1, i64::MIN] {
+            let listadas =
+                mensageria_core::operacoes::mortas_recebidas(&db.pool, Some("fiscal"), limite)
+                    .await
+                    .unwrap();
+            assert!(listadas.is_empty(), "limit {limite}: {} listed", listadas.len());
+        }
+        let todas = mensageria_core::operacoes::mortas_recebidas(&db.pool, None, 10).await.unwrap();
+        assert_eq!(todas.len(), 3);
+    }
+}

@@ -208,13 +208,13 @@ pub async fn registrar_morta_recebida<DB: Banco>(
 }
 
 /// The receiver-side dead letters of `app` (every app with `None`), newest first, at most
-/// `limite`.
+/// `limite` (none when it is negative).
 pub async fn mortas_recebidas<DB: Banco>(
     pool: &Pool<DB>,
     app: Option<&str>,
     limite: i64,
 ) -> Result<Vec<MortaRecebida>, ErroOperacao> {
-    Ok(DB::mortas_recebidas(pool, app, limite).await?)
+    Ok(DB::mortas_recebidas(pool, app, limite.max(0)).await?)
 }
 
 /// The receiver-side dead letter `id_mensagem` of `app` (or of whichever app holds it, with
