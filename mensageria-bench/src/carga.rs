@@ -184,6 +184,14 @@ where
     false
 }
 
+/// Waits up to `limite` for the saída behind `pool` to be empty; whether it emptied.
+pub(crate) async fn esperar_saida_vazia(pool: &PgPool, limite: Duration) -> bool {
+    esperar(limite, || async {
+        contar(pool, "SELECT count(*) FROM mensageria_saida").await == 0
+    })
+    .await
+}
+
 pub(crate) async fn contar(pool: &PgPool, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql)
         .fetch_one(pool)

@@ -22,7 +22,7 @@ use sqlx::{Connection as _, Executor as _, PgConnection, PgPool};
 
 use crate::Parametros;
 use crate::ambiente::{Pg, database_url};
-use crate::carga::{TOKEN, contar, esperar, negocio_pg, servir, vazao};
+use crate::carga::{TOKEN, contar, esperar_saida_vazia, negocio_pg, servir, vazao};
 use crate::estatistica::percentil;
 use crate::gravador;
 use crate::ponta_a_ponta::PRODUTORES;
@@ -108,11 +108,7 @@ async fn rodada(duracao: Duration, fixar: bool) -> Rodada {
     let pool = produtores.clone();
     let produzidas = vazao(PRODUTORES, duracao, move || negocio_pg(pool.clone(), true)).await;
     let backlog = contar(&leitura, "SELECT count(*) FROM mensageria_saida").await;
-    let vazia = esperar(Duration::from_secs(300), || {
-        let leitura = leitura.clone();
-        async move { contar(&leitura, "SELECT count(*) FROM mensageria_saida").await == 0 }
-    })
-    .await;
+    let vazia = esperar_saida_vazia(&leitura, Duration::from_secs(300)).await;
     assert!(vazia, "the saída did not drain within 300 s");
     let segundos = inicio.elapsed().as_secs_f64();
     let entregues = contar(&leitura, "SELECT count(*) FROM efeito").await;

@@ -28,7 +28,8 @@ use uuid::Uuid;
 use crate::Parametros;
 use crate::ambiente::{Cpu, Pg, database_url};
 use crate::carga::{
-    EventoBench, TOKEN, contar, esperar, insert_cru, negocio_pg, reservar, servir, vazao,
+    EventoBench, TOKEN, contar, esperar, esperar_saida_vazia, insert_cru, negocio_pg, reservar,
+    servir, vazao,
 };
 use crate::estatistica::percentil;
 use crate::relatorio::{Relatorio, fmt};
@@ -428,12 +429,7 @@ impl Bancada {
     }
 
     async fn esperar_vazia(&self) {
-        let leitura = self.leitura.clone();
-        let vazia = esperar(Duration::from_secs(120), || {
-            let leitura = leitura.clone();
-            async move { contar(&leitura, "SELECT count(*) FROM mensageria_saida").await == 0 }
-        })
-        .await;
+        let vazia = esperar_saida_vazia(&self.leitura, Duration::from_secs(120)).await;
         assert!(vazia, "the saída did not drain within 120 s");
     }
 

@@ -31,8 +31,8 @@ use crate::operacoes::{
 /// this update and its delete. A leased row stays where it was in `mensageria_saida_fila`, so a
 /// claim walks the rows in flight at the head of its tipo (a heap visit each, bounded by the
 /// deliveries in flight); an expired lease of a live instance is claimed when the claims reach
-/// back to its due time (the full scan, every `varredura` of `Config::com_piso`); a dead instance's rows
-/// are put back at the head by the take-back.
+/// back to its due time (the full scan, every `varredura` of `Config::com_piso`); a dead
+/// instance's rows are put back at the head by the take-back.
 pub(crate) const SQL_REIVINDICAR: &str = "WITH alvo AS ( \
          SELECT f.id, f.devida_em FROM unnest($1::text[], $6::int8[]) AS t(tipo, piso_ms) \
          CROSS JOIN LATERAL ( \

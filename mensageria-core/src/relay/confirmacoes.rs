@@ -28,7 +28,7 @@ type Resposta = Result<bool, String>;
 #[derive(Default)]
 struct Estado {
     pendentes: Vec<(i64, i64, oneshot::Sender<Resposta>)>,
-    /// Some delivery is running batches: the others only queue and wait.
+    /// A task is running batches (`esvaziar`): new acks only queue and wait.
     esvaziando: bool,
 }
 
