@@ -297,7 +297,7 @@ async fn o_prefixo_do_caminho_da_base_fica() {
     preparar(&db.pool).await;
     let endereco = receptores(
         db.pool.clone(),
-        ConfigReceptor::new([TOKEN]).com_caminho_base("/fiscal/m2m"),
+        ConfigReceptor::new("receptor", [TOKEN]).com_caminho_base("/fiscal/m2m"),
     )
     .await;
     enfileirar_avisos(&db.pool, 4).await;
@@ -396,7 +396,7 @@ nos_dois_bancos! {
     async fn numeros_que_um_float_juntaria_sao_duas_chaves(db) {
         preparar(&db.pool).await;
         let tipo = if e_postgres(&db.pool) { "bordas.numero" } else { "bordas.numero-lite" };
-        let app = mensageria_axum::router(db.pool.clone(), ConfigReceptor::new([TOKEN])).unwrap();
+        let app = mensageria_axum::router(db.pool.clone(), ConfigReceptor::new("receptor", [TOKEN])).unwrap();
         let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endereco = ouvinte.local_addr().unwrap();
         tokio::spawn(mensageria_axum::servir(ouvinte, app).into_future());
@@ -466,7 +466,7 @@ async fn a_senha_da_url_nao_aparece_e_a_causa_fica() {
     );
     assert!(!texto.contains("senha-muito-secreta"), "{texto}");
     assert!(!texto.contains("token-muito-secreto"), "{texto}");
-    let config = ConfigReceptor::new(["token-do-receptor-secreto"]);
+    let config = ConfigReceptor::new("receptor", ["token-do-receptor-secreto"]);
     assert!(!format!("{config:?}").contains("token-do-receptor-secreto"));
     db.descartar().await;
 }
@@ -501,11 +501,15 @@ fn fechada_em(conexao: &mut std::net::TcpStream, limite: Duration) -> bool {
 async fn servir_fecha_conexoes_ociosas_e_pela_metade_enquanto_atende() {
     let db = PgIsolado::novo().await;
     preparar(&db.pool).await;
-    let endereco = receptores_com(db.pool.clone(), ConfigReceptor::new([TOKEN]), |servir| {
-        servir
-            .com_tempo_de_cabecalho(Duration::from_millis(500))
-            .com_tempo_ocioso(Duration::from_secs(1))
-    })
+    let endereco = receptores_com(
+        db.pool.clone(),
+        ConfigReceptor::new("receptor", [TOKEN]),
+        |servir| {
+            servir
+                .com_tempo_de_cabecalho(Duration::from_millis(500))
+                .com_tempo_ocioso(Duration::from_secs(1))
+        },
+    )
     .await;
     let inicio = Instant::now();
     let (pela_metade, ociosas) = tokio::task::spawn_blocking(move || {
@@ -569,12 +573,16 @@ async fn servir_atende_com_mais_sockets_calados_que_o_limite() {
     // used to hold every slot until the idle timeout (60 s), and legitimate requests got none.
     let db = PgIsolado::novo().await;
     preparar(&db.pool).await;
-    let endereco = receptores_com(db.pool.clone(), ConfigReceptor::new([TOKEN]), |servir| {
-        servir
-            .com_maximo_de_conexoes(64)
-            .com_tempo_de_cabecalho(Duration::from_millis(500))
-            .com_tempo_ocioso(Duration::from_secs(60))
-    })
+    let endereco = receptores_com(
+        db.pool.clone(),
+        ConfigReceptor::new("receptor", [TOKEN]),
+        |servir| {
+            servir
+                .com_maximo_de_conexoes(64)
+                .com_tempo_de_cabecalho(Duration::from_millis(500))
+                .com_tempo_ocioso(Duration::from_secs(60))
+        },
+    )
     .await;
     let caladas = tokio::task::spawn_blocking(move || {
         (0..80).map(|_| abrir(endereco, b"")).collect::<Vec<_>>()
@@ -618,11 +626,15 @@ async fn servir_atende_com_mais_sockets_calados_que_o_limite() {
 async fn servir_limita_as_conexoes() {
     let db = PgIsolado::novo().await;
     preparar(&db.pool).await;
-    let endereco = receptores_com(db.pool.clone(), ConfigReceptor::new([TOKEN]), |servir| {
-        servir
-            .com_maximo_de_conexoes(2)
-            .com_tempo_ocioso(Duration::from_millis(1500))
-    })
+    let endereco = receptores_com(
+        db.pool.clone(),
+        ConfigReceptor::new("receptor", [TOKEN]),
+        |servir| {
+            servir
+                .com_maximo_de_conexoes(2)
+                .com_tempo_ocioso(Duration::from_millis(1500))
+        },
+    )
     .await;
     let _ocupadas: Vec<_> = (0..2).map(|_| abrir(endereco, b"")).collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -677,7 +689,7 @@ async fn respostas_do_receptor_seguem_o_contrato_e_nao_vazam() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let endereco = receptores(db.pool.clone(), ConfigReceptor::new([TOKEN])).await;
+    let endereco = receptores(db.pool.clone(), ConfigReceptor::new("receptor", [TOKEN])).await;
     let http = reqwest::Client::new();
     let postar = |tipo: &str, tipo_conteudo: Option<&str>, autorizacao: &str, corpo: &str| {
         let mut pedido = http

@@ -120,7 +120,7 @@ async fn gravar(State(gravados): State<Gravados>, pedido: Request, next: Next) -
 /// request's headers: `(base URL, recorded headers)`.
 async fn servir<DB: Banco>(pool: Pool<DB>) -> (String, Gravados) {
     let gravados = Gravados::default();
-    let app = mensageria_axum::router(pool, ConfigReceptor::new([TOKEN]))
+    let app = mensageria_axum::router(pool, ConfigReceptor::new("receptor", [TOKEN]))
         .unwrap()
         .layer(from_fn_with_state(Arc::clone(&gravados), gravar));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -35,7 +35,7 @@ async fn o_relay_do_remetente_entrega_ao_router_do_destinatario_uma_vez_cada() {
 
     let app = mensageria_axum::router(
         destinatario.clone(),
-        mensageria_axum::Config::new(["t0k-de-teste-1234"]),
+        mensageria_axum::Config::new("receptor", ["t0k-de-teste-1234"]),
     )
     .unwrap();
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

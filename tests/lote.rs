@@ -211,7 +211,7 @@ nos_dois_bancos! {
     /// in the batch's transaction; the batch sent again (its answer lost) applies nothing.
     async fn uma_falha_no_lote_nao_perde_nem_dobra_as_outras(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new("receptor", ["t0k-de-teste-1234"])).await;
         let mut itens: Vec<Value> = (0..64).map(|n| json!({ "chave": format!("k{n:02}") })).collect();
         itens[10] = json!({ "chave": "recusar" });
         itens[20] = json!({ "chave": "panico" });
@@ -256,7 +256,7 @@ nos_dois_bancos! {
     async fn lote_com_metade_falhando_roda_cada_evento_no_maximo_duas_vezes(db) {
         let tipo = tipo_de(&db.pool, "teste.lote-contado");
         let execucoes = if e_postgres(&db.pool) { &EXECUCOES_PG } else { &EXECUCOES_LITE };
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new("receptor", ["t0k-de-teste-1234"])).await;
         // What event `n` of a layout does: `None` applies, `Some(falha)` fails.
         let intercalados = |n: usize| [None, Some("panico"), None, Some("recusar")][n % 4];
         let bons_primeiro = |n: usize| match n {
@@ -307,7 +307,7 @@ nos_dois_bancos! {
     /// temporary failure carries its Retry-After per event.
     async fn lote_misto_tem_um_desfecho_por_evento(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new("receptor", ["t0k-de-teste-1234"])).await;
         assert_eq!(receptor.lote(&[json!({ "chave": "velho" })]).await, ["applied"]);
         let longa = "x".repeat(2000);
         let eventos = json!({ "eventos": [
@@ -337,7 +337,7 @@ nos_dois_bancos! {
     /// v2 after v3 is stale), a version older than the stored one is a duplicate.
     async fn lote_convergente_aplica_as_versoes_em_ordem(db) {
         let tipo = tipo_de(&db.pool, "teste.lote-versao");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new("receptor", ["t0k-de-teste-1234"])).await;
         assert_eq!(receptor.lote(&[json!({ "chave": "a", "versao": 5 })]).await, ["applied"]);
         let resultados = receptor.lote(&[
             json!({ "chave": "a", "versao": 4 }),
@@ -355,7 +355,7 @@ nos_dois_bancos! {
     /// Whole-batch refusals, each with its status and code, and nothing written.
     async fn lote_recusado_inteiro_nao_escreve_nada(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let config = Config::new(["t0k-de-teste-1234"]).com_limite_lote(3, 64 * 1024);
+        let config = Config::new("receptor", ["t0k-de-teste-1234"]).com_limite_lote(3, 64 * 1024);
         let receptor = Receptor::iniciar(&db.pool, &tipo, config).await;
         let um = |chave: &str| json!({ "id": uuid::Uuid::now_v7(), "payload": { "chave": chave } });
 
@@ -393,7 +393,7 @@ nos_dois_bancos! {
     /// 413 `batch_too_large`, not a 400; and a 70,000-event batch is refused in milliseconds.
     async fn lote_com_eventos_demais_e_recusado_antes_de_ler_o_resto(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let config = Config::new(["t0k-de-teste-1234"]).com_limite_lote(3, 16 * 1024 * 1024);
+        let config = Config::new("receptor", ["t0k-de-teste-1234"]).com_limite_lote(3, 16 * 1024 * 1024);
         let receptor = Receptor::iniciar(&db.pool, &tipo, config).await;
         let um = |n: usize| json!({ "id": uuid::Uuid::now_v7(), "payload": { "chave": format!("k{n}") } }).to_string();
         let quatro: Vec<String> = (0..4).map(um).collect();
@@ -425,7 +425,7 @@ nos_dois_bancos! {
     /// a rejected event is rejected too, so no entry for its id acks it.
     async fn lote_com_um_id_repetido_aplica_o_primeiro_uma_vez(db) {
         let tipo = tipo_de(&db.pool, "teste.lote");
-        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new(["t0k-de-teste-1234"])).await;
+        let receptor = Receptor::iniciar(&db.pool, &tipo, Config::new("receptor", ["t0k-de-teste-1234"])).await;
         let (repetido, recusado) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
         let eventos = json!({ "eventos": [
             { "id": repetido, "payload": { "chave": "a" } },
@@ -496,8 +496,11 @@ async fn receptor_contado(
     mensageria_core::migrar(pool).await.unwrap();
     sqlx::query(EFEITO).execute(pool).await.unwrap();
     let app = if so_unica {
-        let estado =
-            mensageria_axum::Estado::new(pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
+        let estado = mensageria_axum::Estado::new(
+            pool.clone(),
+            Config::new("receptor", ["t0k-de-teste-1234"]),
+        )
+        .unwrap();
         axum::Router::new()
             .route(
                 "/m2m/teste.lote",
@@ -505,7 +508,8 @@ async fn receptor_contado(
             )
             .with_state(estado)
     } else {
-        mensageria_axum::router(pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap()
+        mensageria_axum::router(pool.clone(), Config::new("receptor", ["t0k-de-teste-1234"]))
+            .unwrap()
     };
     let pedidos = std::sync::Arc::new(Pedidos::default());
     let contador = std::sync::Arc::clone(&pedidos);

@@ -125,7 +125,7 @@ async fn drenar(um_por_evento: bool) -> Dreno {
     mensageria_core::migrar(&db.pool).await.unwrap();
     let contagem = Contagem::default();
     let receptor = db.outro_pool(CONEXOES_DO_RECEPTOR).await;
-    let app = mensageria_axum::router(receptor.clone(), ConfigReceptor::new([TOKEN]))
+    let app = mensageria_axum::router(receptor.clone(), ConfigReceptor::new("receptor", [TOKEN]))
         .unwrap()
         .layer(from_fn_with_state(Arc::clone(&contagem), contar_eventos));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

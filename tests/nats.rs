@@ -12,6 +12,7 @@ use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use mensageria_axum::{Rejeicao, receptor};
+use mensageria_core::operacoes;
 use mensageria_core::relay::{Config as ConfigRelay, Relay};
 use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar, enfileirar_ordenado, enviador};
 use mensageria_nats::async_nats::jetstream;
@@ -271,6 +272,87 @@ async fn dois_apps_recebem_cada_evento_uma_vez() {
     emissor.descartar().await;
     estoque.descartar().await;
     analise.descartar().await;
+}
+
+/// Fan-out to two receiving apps whose consumers share **one** schema (`pool`): every event is
+/// applied by each app once, so each effect counts 2 applications, and each app keeps 300 dedup
+/// records of its own. Before the records had an app, the two split the events (the first to
+/// apply a key made the other answer `duplicate`).
+async fn dois_apps_num_schema<DB>(pool: &sqlx::Pool<DB>)
+where
+    DB: mensageria_core::Banco + mensageria_testes::Sql,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    (i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let emissor = PgIsolado::novo().await;
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(pool).await;
+    let mut consumidores = Vec::new();
+    for app in ["estoque", "analise"] {
+        let handle = bancada
+            .consumidor(pool, config_consumidor(app))
+            .spawn()
+            .await
+            .unwrap();
+        consumidores.push(handle);
+    }
+    enfileirar_pedidos(&emissor.pool, 0..300, |_| "normal").await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia::<sqlx::Postgres>(&emissor.pool, 30).await;
+    esperar_valor(
+        "every event applied by both apps",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || mensageria_testes::contar(pool, "efeito WHERE aplicacoes = 2"),
+        |&duas| duas >= 300,
+    )
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    for handle in consumidores {
+        assert!(handle.shutdown(Duration::from_secs(5)).await);
+    }
+    let outras = mensageria_testes::contar(pool, "efeito WHERE aplicacoes <> 2").await;
+    let por_app = |app: &str| {
+        mensageria_testes::contar(
+            pool,
+            match app {
+                "estoque" => "mensageria_recebidas WHERE app = 'estoque'",
+                _ => "mensageria_recebidas WHERE app = 'analise'",
+            },
+        )
+    };
+    let (de_estoque, de_analise) = (por_app("estoque").await, por_app("analise").await);
+    println!("JetStream, 2 apps on one schema: records estoque {de_estoque}, analise {de_analise}");
+    assert_eq!(outras, 0, "no event applied other than once by each app");
+    assert_eq!((de_estoque, de_analise), (300, 300));
+    let registrados = operacoes::receptores(pool).await.unwrap();
+    assert!(
+        ["estoque", "analise"].iter().all(|app| registrados
+            .iter()
+            .any(|r| r.app == *app && r.tipo == "nats.pedido" && r.transporte == "nats")),
+        "both consumers registered: {registrados:?}"
+    );
+    bancada.fechar().await;
+    emissor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dois_apps_num_schema_postgres() {
+    let db = PgIsolado::novo().await;
+    dois_apps_num_schema(&db.pool).await;
+    db.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dois_apps_num_arquivo_sqlite() {
+    let db = SqliteIsolado::novo().await;
+    dois_apps_num_schema(&db.pool).await;
+    db.descartar().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

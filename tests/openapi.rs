@@ -81,7 +81,11 @@ async fn ajustar(_tx: &mut Transaction<'_, Sqlite>, evento: Ajuste) -> Result<()
 async fn documento_descreve_cada_receptor_e_cada_resposta() {
     let db = SqliteIsolado::novo().await;
     mensageria_core::migrar(&db.pool).await.unwrap();
-    let app = mensageria_axum::router(db.pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
+    let app = mensageria_axum::router(
+        db.pool.clone(),
+        Config::new("receptor", ["t0k-de-teste-1234"]),
+    )
+    .unwrap();
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endereco = ouvinte.local_addr().unwrap();
     tokio::spawn(async move {

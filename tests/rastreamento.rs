@@ -184,7 +184,7 @@ where
         .await
         .unwrap();
     let gravados = Gravados::default();
-    let app = mensageria_axum::router(pool.clone(), ConfigReceptor::new([TOKEN]))
+    let app = mensageria_axum::router(pool.clone(), ConfigReceptor::new("receptor", [TOKEN]))
         .unwrap()
         .layer(from_fn_with_state(Arc::clone(&gravados), gravar));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -64,7 +64,7 @@ nos_dois_bancos! {
         mensageria_core::migrar(&db.pool).await.unwrap();
         sqlx::query(EFEITO).execute(&db.pool).await.unwrap();
         let tipo = if e_postgres(&db.pool) { "teste.encerramento" } else { "teste.encerramento-lite" };
-        let app = mensageria_axum::router(db.pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
+        let app = mensageria_axum::router(db.pool.clone(), Config::new("receptor", ["t0k-de-teste-1234"])).unwrap();
         let base = servir(app).await;
         let url = format!("{base}/m2m/{tipo}");
         let cliente = reqwest::Client::new();
@@ -141,10 +141,12 @@ async fn token_curto_demais_e_recusado_com_o_que_fazer() {
         vec!["segredo-curto"],
         vec!["um-token-longo-o-bastante", "123456789012345"],
     ] {
-        let erro = match mensageria_axum::router(db.pool.clone(), Config::new(tokens.clone())) {
-            Ok(_) => panic!("{tokens:?} accepted"),
-            Err(erro) => erro.to_string(),
-        };
+        let erro =
+            match mensageria_axum::router(db.pool.clone(), Config::new("receptor", tokens.clone()))
+            {
+                Ok(_) => panic!("{tokens:?} accepted"),
+                Err(erro) => erro.to_string(),
+            };
         assert!(
             erro.contains("shorter than 16 characters"),
             "{tokens:?}: {erro}"
@@ -157,13 +159,21 @@ async fn token_curto_demais_e_recusado_com_o_que_fazer() {
             );
         }
         assert!(
-            mensageria_axum::Estado::new(db.pool.clone(), Config::new(tokens.clone())).is_err()
+            mensageria_axum::Estado::new(db.pool.clone(), Config::new("receptor", tokens.clone()))
+                .is_err()
         );
     }
-    assert!(Config::new(["1234567890123456"]).validar().is_ok());
     assert!(
-        mensageria_axum::router(db.pool.clone(), Config::new(["um-token-longo-o-bastante"]))
+        Config::new("receptor", ["1234567890123456"])
+            .validar()
             .is_ok()
+    );
+    assert!(
+        mensageria_axum::router(
+            db.pool.clone(),
+            Config::new("receptor", ["um-token-longo-o-bastante"])
+        )
+        .is_ok()
     );
     db.descartar().await;
 }

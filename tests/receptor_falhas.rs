@@ -361,7 +361,7 @@ nos_dois_bancos! {
     async fn versao_nova_aplica_e_velha_ou_igual_e_duplicata(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "convergente");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
         let entregar = |entidade: &str, versao: i64| {
             s.postar_json(&tipo, json!({ "entidade": entidade, "versao": versao }))
         };
@@ -405,7 +405,7 @@ nos_dois_bancos! {
     async fn panico_responde_500_desfaz_tudo_e_o_servidor_continua(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
 
         controlar(&db.pool, "explode", Some("panico")).await;
         let resposta = s.postar_json(&tipo, json!({ "id": "explode" })).await;
@@ -438,7 +438,7 @@ nos_dois_bancos! {
     async fn falha_temporaria_responde_503_desfaz_e_a_reentrega_aplica(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
         let entregar = || s.postar_json(&tipo, json!({ "id": "f1" }));
 
         controlar(&db.pool, "f1", Some("falhar")).await;
@@ -481,7 +481,7 @@ nos_dois_bancos! {
     async fn entrada_ruim_responde_400_sem_escrever_e_id_hostil_e_trocado(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
 
         let profundo = |abre: &str, fecha: &str, n: usize| abre.repeat(n) + &fecha.repeat(n);
         let ruins: Vec<(&str, Vec<u8>)> = vec![
@@ -574,7 +574,7 @@ nos_dois_bancos! {
     async fn chaves_hostis_sao_guardadas_literalmente(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "par");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
 
         let casos: Vec<(&str, &str)> = vec![
             ("'; DROP TABLE mensageria_recebidas; --", "x"),
@@ -650,7 +650,7 @@ nos_dois_bancos! {
         preparar(&db.pool).await;
         let simples = tipo_em(&db.pool, "simples");
         let gemeo = tipo_em(&db.pool, "gemeo");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
 
         for tipo in [&simples, &gemeo] {
             s.postar_json(tipo, json!({ "id": "mesma" })).await.assert_resultado("applied");
@@ -673,7 +673,7 @@ nos_dois_bancos! {
     async fn cinquenta_copias_simultaneas_aplicam_uma_vez(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
         // The first holds its transaction 200 ms: the others really overlap it.
         controlar(&db.pool, "concorrente", Some("lento")).await;
 
@@ -702,7 +702,7 @@ nos_dois_bancos! {
     async fn cinquenta_versoes_simultaneas_convergem_na_maior(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "convergente");
-        let s = servir(db.pool.clone(), Config::new([TOKEN])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", [TOKEN])).await;
 
         // Versions 1..=50, sent all at once in a scrambled order.
         let tarefas: Vec<_> = (1..=50_i64)
@@ -734,7 +734,7 @@ nos_dois_bancos! {
     async fn sem_token_valido_responde_401_e_dois_tokens_valem(db) {
         preparar(&db.pool).await;
         let tipo = tipo_em(&db.pool, "simples");
-        let s = servir(db.pool.clone(), Config::new(["token-novo-0123456789", "token-antigo-0123456789"])).await;
+        let s = servir(db.pool.clone(), Config::new("receptor", ["token-novo-0123456789", "token-antigo-0123456789"])).await;
         let intruso = || json!({ "id": "intruso" }).to_string();
 
         let mut recusados = vec![("no header", enviar(s.sem_token(&tipo).body(intruso())).await)];

@@ -366,7 +366,7 @@ async fn receptor_lento(db: &PgIsolado) -> String {
         .unwrap();
     let app = mensageria_axum::router(
         db.outro_pool(4).await,
-        mensageria_axum::Config::new(["faltas-token-de-teste"]),
+        mensageria_axum::Config::new("receptor", ["faltas-token-de-teste"]),
     )
     .unwrap()
     .layer(axum::middleware::from_fn(

@@ -84,7 +84,7 @@ async fn reinicio_do_postgres_nada_se_perde_e_a_entrega_volta_em_segundos() {
     let receptores = db.outro_pool(4).await;
     let app = mensageria_axum::router(
         receptores,
-        mensageria_axum::Config::new(["t0k-de-teste-1234"]),
+        mensageria_axum::Config::new("receptor", ["t0k-de-teste-1234"]),
     )
     .unwrap();
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

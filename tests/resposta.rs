@@ -69,7 +69,7 @@ nos_dois_bancos! {
         mensageria_core::migrar(&db.pool).await.unwrap();
         sqlx::query("CREATE TABLE reserva (pedido BIGINT NOT NULL)").execute(&db.pool).await.unwrap();
         let tipo = if e_postgres(&db.pool) { "teste.pedido" } else { "teste.pedido-lite" };
-        let app = mensageria_axum::router(db.pool.clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
+        let app = mensageria_axum::router(db.pool.clone(), Config::new("receptor", ["t0k-de-teste-1234"])).unwrap();
         let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/m2m/{tipo}", ouvinte.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(ouvinte, app).await });

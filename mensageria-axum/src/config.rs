@@ -2,27 +2,36 @@
 
 use std::time::Duration;
 
-use mensageria_core::configuracao::{ErroConfiguracao, exigir_retencao};
+use mensageria_core::configuracao::{ErroConfiguracao, exigir_nome_de_app, exigir_retencao};
 
-/// Settings of the receptores' router.
+/// Settings of the receptores' router: first of all, which receiving app this is.
+///
+/// A receiving app owns its dedup records: they are keyed by the app, the tipo and the natural
+/// key, so two apps that receive one tipo on one schema each apply every event. Every replica of
+/// an app gives the same name (its relay's, when it also sends).
 ///
 /// ```
 /// use std::time::Duration;
 /// use mensageria_axum::Config;
 ///
-/// let config = Config::new(["token-atual-6Yq2vN8rTz", "token-anterior-Kp4sW9xLm"])
+/// let config = Config::new("estoque", ["token-atual-6Yq2vN8rTz", "token-anterior-Kp4sW9xLm"])
 ///     .com_limite_corpo(256 * 1024);
 /// assert!(config.validar().is_ok());
 /// // A retention shorter than the senders' redelivery horizon would apply a late redelivery twice.
-/// let curta = Config::new(["token-atual-6Yq2vN8rTz"]).com_retencao(Duration::from_secs(3600));
+/// let curta = Config::new("estoque", ["token-atual-6Yq2vN8rTz"])
+///     .com_retencao(Duration::from_secs(3600));
 /// assert!(curta.validar().is_err());
 /// // A token shorter than `Config::TOKEN_MINIMO` (16) characters is refused.
-/// assert!(Config::new(["segredo"]).validar().is_err());
+/// assert!(Config::new("estoque", ["segredo"]).validar().is_err());
+/// // The app's name is one printable word, as a relay's.
+/// assert!(Config::new("", ["token-atual-6Yq2vN8rTz"]).validar().is_err());
 /// // Tokens never appear in `Debug` output.
 /// assert!(!format!("{config:?}").contains("token-atual"));
 /// ```
 #[derive(Clone)]
 pub struct Config {
+    /// The receiving app: its dedup records, registration, metrics and dead letters.
+    pub(crate) app: String,
     /// SHA-256 of each accepted token: the tokens themselves are not kept, and comparing
     /// fixed-size digests takes the same time whatever the presented token's length.
     pub(crate) tokens: Vec<[u8; 32]>,
@@ -54,6 +63,7 @@ pub(crate) fn resumo_do_token(token: &[u8]) -> [u8; 32] {
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
+            .field("app", &self.app)
             .field("tokens", &format_args!("[{} hidden]", self.tokens.len()))
             .field("limite_corpo", &self.limite_corpo)
             .field("limite_lote", &self.limite_lote)
@@ -74,18 +84,24 @@ impl Config {
     /// [`Estado::new`](crate::Estado::new)).
     pub const TOKEN_MINIMO: usize = 16;
 
-    /// Accepts requests bearing any of `tokens` (several, so they can be rotated), each of at
-    /// least [`TOKEN_MINIMO`](Self::TOKEN_MINIMO) characters (blank ones are dropped). Defaults:
+    /// The receptores of receiving app `app` (every replica gives the same name; validated as a
+    /// relay's app name), accepting requests bearing any of `tokens` (several, so they can be
+    /// rotated), each of at least [`TOKEN_MINIMO`](Self::TOKEN_MINIMO) characters (blank ones
+    /// are dropped). Defaults:
     /// body limit 1 MiB, dedup retention 30 days, senders' redelivery horizon as the relay's
     /// defaults give it, routes at `POST /m2m/{tipo}`, OpenAPI at `GET /m2m/openapi.json`,
     /// 30 s per request.
-    pub fn new<T: Into<String>>(tokens: impl IntoIterator<Item = T>) -> Self {
+    pub fn new<T: Into<String>>(
+        app: impl Into<String>,
+        tokens: impl IntoIterator<Item = T>,
+    ) -> Self {
         let tokens: Vec<String> = tokens
             .into_iter()
             .map(Into::into)
             .filter(|token: &String| !token.trim().is_empty())
             .collect();
         Self {
+            app: app.into(),
             menor_token: tokens.iter().map(|token| token.chars().count()).min(),
             tokens: tokens
                 .iter()
@@ -150,6 +166,11 @@ impl Config {
         self
     }
 
+    /// The receiving app's name.
+    pub fn app(&self) -> &str {
+        &self.app
+    }
+
     /// The dedup retention.
     pub fn retencao(&self) -> Duration {
         self.retencao
@@ -157,6 +178,7 @@ impl Config {
 
     /// Checks the settings hang together.
     pub fn validar(&self) -> Result<(), ErroConfiguracao> {
+        exigir_nome_de_app(&self.app)?;
         if self.tokens.is_empty() {
             return Err(ErroConfiguracao::SemToken);
         }

@@ -25,7 +25,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
 //! mensageria_core::migrar(&pool).await?;
-//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new(["segredo-0123456789"]))?;
+//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new("receptor", ["segredo-0123456789"]))?;
 //! let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! // `servir`, not bare `axum::serve`: header-read and idle timeouts, a connection limit, and a
 //! // graceful shutdown (your signal, e.g. `tokio::signal::ctrl_c()`; here at once).
@@ -85,6 +85,7 @@ mod lote;
 #[cfg(feature = "prometheus")]
 pub mod metricas;
 mod openapi;
+pub mod presenca;
 mod receber;
 pub mod recepcao;
 mod receptor;

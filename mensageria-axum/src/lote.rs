@@ -283,10 +283,14 @@ async fn responder<R: Receptor>(
         request_id = %id_pedido,
         eventos = ordem.len(),
     );
-    let resultados =
-        recepcao::aplicar_lote::<R>(&estado.pool, estado.config.limite_corpo, &eventos)
-            .instrument(span)
-            .await;
+    let resultados = recepcao::aplicar_lote::<R>(
+        &estado.pool,
+        &estado.config.app,
+        estado.config.limite_corpo,
+        &eventos,
+    )
+    .instrument(span)
+    .await;
     let resultados: Vec<ResultadoDoEvento> = eventos
         .iter()
         .zip(resultados)

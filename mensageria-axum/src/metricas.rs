@@ -14,7 +14,7 @@
 //!
 //! let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
 //! mensageria_core::migrar(&pool).await?;
-//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new(["segredo-0123456789"]))?
+//! let app: axum::Router = mensageria_axum::router(pool, mensageria_axum::Config::new("receptor", ["segredo-0123456789"]))?
 //!     .merge(mensageria_axum::metricas::rota(handle)); // GET /metrics
 //! // axum::serve(listener, app).await?;
 //! # Ok(()) }

@@ -90,6 +90,7 @@ async fn responder<R: Receptor>(
         })?;
     let chave = R::chave_natural(&evento).map_err(Desfecho::ChaveInvalida)?;
     let recebida = Recebida {
+        app: &estado.config.app,
         tipo: R::TIPO,
         chave: chave.como_texto(),
         id_mensagem,

@@ -118,7 +118,8 @@ impl Veredito {
 /// The largest payload a transport hands over, as the HTTP route's default body limit.
 const LIMITE_PAYLOAD: usize = 1024 * 1024;
 
-/// Applies `entradas`, events of `R`'s tipo, through the one receiving path (the same rounds,
+/// Applies `entradas`, events of `R`'s tipo received by app `app` (whose dedup records they
+/// are checked against and written to), through the one receiving path (the same rounds,
 /// dedup and effect transactions as the HTTP batch route), and says for each, in order, what the
 /// transport must do with it. For a broker consumer; an HTTP app mounts the routes instead.
 ///
@@ -135,7 +136,7 @@ const LIMITE_PAYLOAD: usize = 1024 * 1024;
 ///     tracestate: None,
 ///     payload: &payload,
 /// }];
-/// for veredito in recepcao::aplicar::<R>(&pool, &entradas).await {
+/// for veredito in recepcao::aplicar::<R>(&pool, "estoque", &entradas).await {
 ///     match veredito {
 ///         Veredito::Confirmar { .. } => { /* ack */ }
 ///         Veredito::Rejeitar { motivo, .. } => { /* dead letter, never retried */ }
@@ -148,14 +149,16 @@ const LIMITE_PAYLOAD: usize = 1024 * 1024;
 #[doc(alias("consume", "handle"))]
 pub async fn aplicar<R: Receptor>(
     pool: &Pool<R::Banco>,
+    app: &str,
     entradas: &[Entrada<'_>],
 ) -> Vec<Veredito> {
     let span = tracing::info_span!(
         "mensageria.receptor.lote",
+        app,
         tipo = R::TIPO,
         eventos = entradas.len()
     );
-    aplicar_lote::<R>(pool, LIMITE_PAYLOAD, entradas)
+    aplicar_lote::<R>(pool, app, LIMITE_PAYLOAD, entradas)
         .instrument(span)
         .await
         .iter()
@@ -174,10 +177,11 @@ pub type Aplicacao<'a> = Pin<Box<dyn Future<Output = Vec<Veredito>> + Send + 'a>
 #[doc(hidden)]
 pub fn aplicar_dinamico<'a, R: Receptor>(
     pool: &'a dyn Any,
+    app: &'a str,
     entradas: &'a [Entrada<'a>],
 ) -> Option<Aplicacao<'a>> {
     let pool = pool.downcast_ref::<Pool<R::Banco>>()?;
-    Some(Box::pin(aplicar::<R>(pool, entradas)))
+    Some(Box::pin(aplicar::<R>(pool, app, entradas)))
 }
 
 /// What [`reaplicar_mortas_recebidas`] did.
@@ -215,7 +219,7 @@ pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
     for morta in operacoes::mortas_recebidas(pool, Some(app), limite).await? {
         let receptor = crate::registrados()
             .filter(|registrado| registrado.tipo == morta.tipo)
-            .find(|registrado| (registrado.aplicar)(pool as &dyn Any, &[]).is_some());
+            .find(|registrado| (registrado.aplicar)(pool as &dyn Any, app, &[]).is_some());
         let payload = serde_json::from_str::<&RawValue>(&morta.payload);
         let (Some(receptor), Ok(payload)) = (receptor, payload) else {
             feito.sem_receptor += usize::from(receptor.is_none());
@@ -230,7 +234,7 @@ pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
             tracestate: morta.tracestate.clone(),
             payload,
         }];
-        let Some(aplicacao) = (receptor.aplicar)(pool as &dyn Any, &entradas) else {
+        let Some(aplicacao) = (receptor.aplicar)(pool as &dyn Any, app, &entradas) else {
             continue;
         };
         match aplicacao.await.pop() {
@@ -259,6 +263,7 @@ struct Pronto<R: Receptor> {
 /// transport (the HTTP batch route, a broker consumer's fetched batch).
 pub(crate) async fn aplicar_lote<R: Receptor>(
     pool: &Pool<R::Banco>,
+    app: &str,
     limite_corpo: usize,
     eventos: &[Entrada<'_>],
 ) -> Vec<Desfecho> {
@@ -285,7 +290,7 @@ pub(crate) async fn aplicar_lote<R: Receptor>(
         }
     }
     for rodada in rodadas {
-        for (posicao, desfecho) in aplicar_rodada::<R>(pool, eventos, rodada).await {
+        for (posicao, desfecho) in aplicar_rodada::<R>(pool, app, eventos, rodada).await {
             desfechos[posicao] = Some(desfecho);
         }
     }
@@ -326,10 +331,11 @@ fn preparar<R: Receptor>(
 /// than twice, whatever fails.
 async fn aplicar_rodada<R: Receptor>(
     pool: &Pool<R::Banco>,
+    app: &str,
     eventos: &[Entrada<'_>],
     mut vivos: Vec<Pronto<R>>,
 ) -> Vec<(usize, Desfecho)> {
-    match tentar_rodada::<R>(pool, eventos, &mut vivos).await {
+    match tentar_rodada::<R>(pool, app, eventos, &mut vivos).await {
         Tentativa::Commitada(novos) => vivos
             .iter()
             .zip(novos)
@@ -343,7 +349,7 @@ async fn aplicar_rodada<R: Receptor>(
             let falhou = vivos.remove(indice);
             let mut novos = novos;
             novos.remove(indice);
-            let mut desfechos = um_por_um::<R>(pool, eventos, vivos, novos).await;
+            let mut desfechos = um_por_um::<R>(pool, app, eventos, vivos, novos).await;
             desfechos.push((falhou.posicao, desfecho));
             desfechos
         }
@@ -389,12 +395,13 @@ enum Tentativa {
 /// rolled back.
 async fn tentar_rodada<R: Receptor>(
     pool: &Pool<R::Banco>,
+    app: &str,
     eventos: &[Entrada<'_>],
     vivos: &mut [Pronto<R>],
 ) -> Tentativa {
     let recebidas: Vec<Recebida<'_>> = vivos
         .iter()
-        .map(|pronto| recebida::<R>(eventos, pronto))
+        .map(|pronto| recebida::<R>(app, eventos, pronto))
         .collect();
     let (mut tx, novos) = match registrar_rodada(pool, &recebidas).await {
         Ok(registrada) => registrada,
@@ -498,6 +505,7 @@ async fn efeito<R: Receptor>(
 /// dedup statement found a duplicate is one still (nothing was written for it).
 async fn um_por_um<R: Receptor>(
     pool: &Pool<R::Banco>,
+    app: &str,
     eventos: &[Entrada<'_>],
     restantes: Vec<Pronto<R>>,
     novos: Vec<bool>,
@@ -516,7 +524,7 @@ async fn um_por_um<R: Receptor>(
     for (pronto, novo) in restantes.into_iter().zip(novos) {
         let posicao = pronto.posicao;
         let desfecho = if novo {
-            aplicar_um::<R>(&mut tx, eventos, pronto).await
+            aplicar_um::<R>(&mut tx, app, eventos, pronto).await
         } else {
             desfecho_de::<R>(false)
         };
@@ -536,6 +544,7 @@ async fn um_por_um<R: Receptor>(
 /// One event of [`um_por_um`], in a savepoint of `tx`.
 async fn aplicar_um<R: Receptor>(
     tx: &mut Transaction<'_, R::Banco>,
+    app: &str,
     eventos: &[Entrada<'_>],
     mut pronto: Pronto<R>,
 ) -> Desfecho {
@@ -558,7 +567,7 @@ async fn aplicar_um<R: Receptor>(
         Err(falha) => return indisponivel(falha),
     };
     let span = span_do_evento::<R>(origem, &pronto.chave);
-    let recebida = recebida::<R>(eventos, &pronto);
+    let recebida = recebida::<R>(app, eventos, &pronto);
     match aplicar_em::<R>(ponto, recebida, evento, correlacao_de(origem))
         .instrument(span)
         .await
@@ -570,8 +579,13 @@ async fn aplicar_um<R: Receptor>(
 }
 
 /// The dedup record of one event.
-fn recebida<'a, R: Receptor>(eventos: &[Entrada<'_>], pronto: &'a Pronto<R>) -> Recebida<'a> {
+fn recebida<'a, R: Receptor>(
+    app: &'a str,
+    eventos: &[Entrada<'_>],
+    pronto: &'a Pronto<R>,
+) -> Recebida<'a> {
     Recebida {
+        app,
         tipo: R::TIPO,
         chave: &pronto.chave,
         id_mensagem: Some(eventos[pronto.posicao].id),

@@ -61,10 +61,12 @@ pub struct ReceptorRegistrado {
     pub esquema: fn() -> crate::openapi::EsquemaEvento,
     /// Whether it is convergent (`versao = ...`): newer versions of a key are applied.
     pub convergente: bool,
-    /// Applies a batch of its events through the transport-neutral path, if the `&dyn Any` is
-    /// a `Pool` of its backend ([`recepcao::aplicar`](crate::recepcao::aplicar)).
+    /// Applies a batch of its events, received by the named app, through the
+    /// transport-neutral path, if the `&dyn Any` is a `Pool` of its backend
+    /// ([`recepcao::aplicar`](crate::recepcao::aplicar)).
     pub aplicar: for<'a> fn(
         &'a dyn Any,
+        &'a str,
         &'a [crate::recepcao::Entrada<'a>],
     ) -> Option<crate::recepcao::Aplicacao<'a>>,
 }

@@ -57,6 +57,7 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
         montados.push(receptor);
     }
     montados.sort_by_key(|r| r.tipo);
+    registrar_enquanto_vive(&estado, montados.iter().map(|r| r.tipo).collect());
     let documento = crate::openapi::documento(
         &config.caminho_base,
         config.limite_lote,
@@ -87,6 +88,30 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
         // Outermost: one `request` span per HTTP request (method, URI), around the receptor's
         // own `mensageria.receptor` span; the status and latency are logged at the end.
         .layer(TraceLayer::new_for_http()))
+}
+
+/// Keeps the app's registration (`mensageria_receptores`, transport `http`) while the router
+/// lives: the task holds the configuration weakly and stops once every route is dropped. Outside
+/// a Tokio runtime nothing is registered (said at debug level).
+fn registrar_enquanto_vive<DB: Banco>(estado: &Estado<DB>, tipos: Vec<&'static str>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::debug!(
+            "mensageria: router built outside a Tokio runtime; receiving app not registered"
+        );
+        return;
+    };
+    if tipos.is_empty() {
+        return;
+    }
+    let vivo = std::sync::Arc::downgrade(&estado.config);
+    runtime.spawn(crate::presenca::manter(
+        estado.pool.clone(),
+        estado.config.app.clone(),
+        tipos,
+        "http",
+        move || vivo.strong_count() > 0,
+        std::future::pending(),
+    ));
 }
 
 fn limite(tempo: Duration) -> Duration {
@@ -139,13 +164,16 @@ pub fn montar<R: Receptor>(estado: &dyn Any) -> Option<RotasDoReceptor> {
         })
 }
 
-/// Deletes dedup records older than the configured retention, in batches of 1000 (no long
-/// locks); returns how many. Run it periodically (the CLI's `purgar` does).
+/// Deletes this receiving app's dedup records (`config`'s app) older than its configured
+/// retention, in batches of 1000 (no long locks); returns how many. Another app's records on the
+/// same schema are left to it. Run it periodically (the CLI's `purgar --app` does the same).
 #[doc(alias("purge", "dedup retention"))]
 pub async fn purgar<DB: Banco>(pool: &Pool<DB>, config: &Config) -> Result<u64, Erro> {
     config.validar()?;
     let lote = std::num::NonZeroU32::new(1000).expect("1000 is not zero");
-    Ok(operacoes::purgar_recebidas(pool, config.retencao, lote)
-        .await?
-        .apagadas)
+    Ok(
+        operacoes::purgar_recebidas(pool, Some(&config.app), config.retencao, lote)
+            .await?
+            .apagadas,
+    )
 }

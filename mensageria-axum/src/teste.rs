@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 /// use mensageria_axum::teste::ServidorDeTeste;
 ///
 /// # let pool = mensageria_core::sqlx::SqlitePool::connect("sqlite::memory:").await?;
-/// let app = mensageria_axum::router(pool, mensageria_axum::Config::new(["t0k-de-teste-1234"]))?;
+/// let app = mensageria_axum::router(pool, mensageria_axum::Config::new("receptor", ["t0k-de-teste-1234"]))?;
 /// let servidor = ServidorDeTeste::iniciar(app).await?;
 /// // A relay's destination: Destino::new(&servidor.base())?.com_token("t0k-de-teste-1234")
 /// println!("receptores at {}", servidor.url("/m2m"));

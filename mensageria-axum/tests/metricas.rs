@@ -71,10 +71,12 @@ async fn rota_mostra_os_contadores_depois_de_uma_entrega() {
         .await
         .unwrap();
 
-    let app: axum::Router =
-        mensageria_axum::router(pool.clone(), Config::new(["segredo-0123456789"]))
-            .unwrap()
-            .merge(metricas::rota(handle));
+    let app: axum::Router = mensageria_axum::router(
+        pool.clone(),
+        Config::new("receptor", ["segredo-0123456789"]),
+    )
+    .unwrap()
+    .merge(metricas::rota(handle));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", ouvinte.local_addr().unwrap());
     tokio::spawn(async move {

@@ -33,8 +33,8 @@ async fn purgar_apaga_em_lotes_so_o_que_passou_da_retencao() {
     plantar(&pool, "purga.velha", 2_500, 40).await;
     plantar(&pool, "purga.nova", 3, 1).await;
 
-    let config =
-        Config::new(["token-0123456789abcdef"]).com_retencao(Duration::from_secs(30 * 86_400));
+    let config = Config::new("receptor", ["token-0123456789abcdef"])
+        .com_retencao(Duration::from_secs(30 * 86_400));
     assert_eq!(
         mensageria_axum::purgar(&pool, &config).await.unwrap(),
         2_500

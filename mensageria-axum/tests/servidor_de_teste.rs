@@ -28,8 +28,11 @@ async fn conta_os_pedidos_e_para_com_graca() {
         .execute(db.pool())
         .await
         .unwrap();
-    let app =
-        mensageria_axum::router(db.pool().clone(), Config::new(["t0k-de-teste-1234"])).unwrap();
+    let app = mensageria_axum::router(
+        db.pool().clone(),
+        Config::new("receptor", ["t0k-de-teste-1234"]),
+    )
+    .unwrap();
     let servidor = ServidorDeTeste::iniciar(app).await.unwrap();
     assert!(servidor.base().starts_with("http://127.0.0.1:"));
     assert_eq!(servidor.url("/m2m"), format!("{}/m2m", servidor.base()));

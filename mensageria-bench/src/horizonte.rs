@@ -88,8 +88,11 @@ struct Rodada {
 async fn rodada(duracao: Duration, fixar: bool) -> Rodada {
     let pg = Pg::novo().await;
     let pool_receptor = pg.pool(16).await;
-    let app = mensageria_axum::router(pool_receptor.clone(), mensageria_axum::Config::new([TOKEN]))
-        .expect("receptor router");
+    let app = mensageria_axum::router(
+        pool_receptor.clone(),
+        mensageria_axum::Config::new("bench", [TOKEN]),
+    )
+    .expect("receptor router");
     let url = servir(app).await;
     let produtores = pg.pool(PRODUTORES as u32).await;
     let pool_relay = pg.pool(8).await;

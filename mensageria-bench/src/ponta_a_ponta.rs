@@ -368,9 +368,12 @@ impl Bancada {
     pub(crate) async fn montar() -> Self {
         let pg = Pg::novo().await;
         let pool_receptor = pool_nomeado(&pg, 16, APP_RECEPTOR).await;
-        let app = mensageria_axum::router(pool_receptor, mensageria_axum::Config::new([TOKEN]))
-            .expect("receptor router")
-            .layer(axum::middleware::from_fn(cronometrar));
+        let app = mensageria_axum::router(
+            pool_receptor,
+            mensageria_axum::Config::new("bench", [TOKEN]),
+        )
+        .expect("receptor router")
+        .layer(axum::middleware::from_fn(cronometrar));
         let url = servir(app).await;
         let produtores = pg.pool(PRODUTORES as u32).await;
         let leitura = pg.pool(2).await;

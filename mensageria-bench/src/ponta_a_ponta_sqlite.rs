@@ -98,8 +98,11 @@ async fn rodada_sqlite(duracao: Duration) -> Rodada {
         .execute(&receptor)
         .await
         .expect("effect table");
-    let app = mensageria_axum::router(receptor.clone(), mensageria_axum::Config::new([TOKEN]))
-        .expect("receptor router");
+    let app = mensageria_axum::router(
+        receptor.clone(),
+        mensageria_axum::Config::new("bench", [TOKEN]),
+    )
+    .expect("receptor router");
     let url = servir(app).await;
     let _ = gravador::colher();
     let cpu_antes = Cpu::agora();

@@ -112,7 +112,7 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
     let pg = Pg::novo().await;
     let pool = pg.pool(16).await;
     let pool_puro = pool.clone();
-    let app = mensageria_axum::router(pool.clone(), mensageria_axum::Config::new([TOKEN]))
+    let app = mensageria_axum::router(pool.clone(), mensageria_axum::Config::new("bench", [TOKEN]))
         .expect("router")
         .route("/puro", post(move |corpo| puro(pool_puro.clone(), corpo)));
     let base = servir(app).await;
@@ -400,6 +400,7 @@ async fn registrar(tx: &mut sqlx::Transaction<'_, Postgres>, n: i64) -> bool {
     registrar_recebida::<Postgres>(
         &mut **tx,
         Recebida {
+            app: "bench",
             tipo: "bench.db",
             chave: &chave,
             id_mensagem: None,

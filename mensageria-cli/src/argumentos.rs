@@ -87,6 +87,18 @@ pub(crate) enum Comando {
         #[command(subcommand)]
         acao: AcaoMortasRecebidas,
     },
+    /// The receptores' dedup records: how many each receiving app keeps of each tipo, and
+    /// giving the unowned ones (written before the records had an app) to their owners.
+    ///
+    /// From schema version 10 (PostgreSQL; 6 on SQLite) a dedup record belongs to a receiving
+    /// app: two apps that receive one tipo on one schema each apply every event. Records written
+    /// before have no app (`(unowned)` below) and count as every app's own, so no old key is
+    /// applied again, until `adotar` gives them to their owner(s).
+    Recebidas {
+        /// What to do.
+        #[command(subcommand)]
+        acao: AcaoRecebidas,
+    },
     /// Ordering keys: who holds a key and who waits behind it.
     Ordem {
         /// What to do.
@@ -245,6 +257,37 @@ pub(crate) enum AcaoMortasRecebidas {
     },
 }
 
+/// `mensageria recebidas ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AcaoRecebidas {
+    /// Per receiving app and tipo: the dedup records kept and the newest one's age; unowned
+    /// records (from before the records had an app) show as `(unowned)`. Also the receiving apps
+    /// registered on this schema (tipo, transport, last seen).
+    Listar,
+    /// Give the unowned dedup records to their owner(s), in short batches (asks unless --yes).
+    ///
+    /// When one app received on this schema, name it: the records become its own, exactly as
+    /// before the upgrade. When several apps received one tipo, the history does not say which
+    /// applied which key (before the upgrade each key went to whichever came first): name them
+    /// all, and each keeps every old key as applied (none is applied again; the events one app
+    /// missed before the upgrade stay missed, as they were). Use --tipo to settle one tipo at a
+    /// time when the apps differ per tipo.
+    Adotar {
+        /// A receiving app that gets the records (repeat for several).
+        #[arg(long = "app", required = true)]
+        apps: Vec<String>,
+        /// Only this tipo's unowned records.
+        #[arg(long)]
+        tipo: Option<String>,
+        /// Records moved per transaction.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..))]
+        lote: i64,
+        /// Do not ask: yes, give them.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+}
+
 /// Which dead letters to replay: exactly one of the three.
 #[derive(Debug, Args)]
 #[group(required = true, multiple = false)]
@@ -272,6 +315,10 @@ pub(crate) struct ArgsPurgar {
     /// Records deleted per statement (short locks).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
     pub(crate) lote: i64,
+    /// Only this receiving app's records (each app may keep its own retention); without it,
+    /// every app's, and the unowned ones.
+    #[arg(long)]
+    pub(crate) app: Option<String>,
 }
 
 /// `mensageria doctor`.

@@ -30,6 +30,7 @@ mod mortas;
 mod mortas_recebidas;
 mod ordem;
 mod purga;
+mod recebidas;
 mod saida_formatada;
 mod schema;
 mod status;
@@ -107,6 +108,9 @@ async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
             .await
             .map(|()| Desfecho::Feito),
         Comando::MortasRecebidas { acao } => mortas_recebidas::executar(&conexao, acao, json)
+            .await
+            .map(|()| Desfecho::Feito),
+        Comando::Recebidas { acao } => recebidas::executar(&conexao, acao, json)
             .await
             .map(|()| Desfecho::Feito),
         Comando::Ordem { acao } => ordem::executar(&conexao, acao, json)

@@ -30,16 +30,23 @@ struct Purga {
     /// The retention, in seconds: records older than this were deleted.
     #[serde(rename = "retention_s")]
     retencao_s: u64,
+    /// Only this receiving app's records, if one was named.
+    app: Option<String>,
 }
 
 impl Relatorio for Purga {
     fn humano(&self) -> String {
         let retencao = humana(Duration::from_secs(self.retencao_s));
+        let de = self
+            .app
+            .as_deref()
+            .map(|app| format!(" of app {app}"))
+            .unwrap_or_default();
         if self.apagadas == 0 {
-            return format!("no dedup record older than {retencao}: nothing purged");
+            return format!("no dedup record{de} older than {retencao}: nothing purged");
         }
         format!(
-            "purged {} dedup record(s) older than {retencao} from mensageria_recebidas \
+            "purged {} dedup record(s){de} older than {retencao} from mensageria_recebidas \
              ({} batch(es) of up to {})",
             self.apagadas, self.lotes, self.lote
         )
@@ -64,7 +71,7 @@ pub(crate) async fn executar(
         .and_then(NonZeroU32::new)
         .unwrap_or(NonZeroU32::MAX);
     let purga = nos_dois!(conexao, pool => {
-        operacoes::purgar_recebidas(pool, args.retencao, lote).await?
+        operacoes::purgar_recebidas(pool, args.app.as_deref(), args.retencao, lote).await?
     });
     imprimir(
         &Purga {
@@ -72,6 +79,7 @@ pub(crate) async fn executar(
             lotes: purga.lotes,
             lote: args.lote,
             retencao_s: args.retencao.as_secs(),
+            app: args.app,
         },
         json,
     );

@@ -1,6 +1,6 @@
 //! What makes a configuration invalid: [`ErroConfiguracao`], one variant per rule, and the
-//! rule every receiving side shares, [`exigir_retencao`] (dedup records must outlive the senders'
-//! redelivery horizon).
+//! rules every side shares: [`exigir_nome_de_app`] (an app's name is one printable word) and
+//! [`exigir_retencao`] (dedup records must outlive the senders' redelivery horizon).
 
 use std::time::Duration;
 
@@ -10,9 +10,10 @@ use std::time::Duration;
 #[non_exhaustive]
 #[doc(alias = "ConfigError")]
 pub enum ErroConfiguracao {
-    /// The relay's app name is empty.
+    /// The app name (a relay's, a receptor router's, a consumer's) is empty.
     #[error(
-        "the app name is empty; name the app (it keys the registration table and the leader lock)"
+        "the app name is empty; name the app (it keys the registration tables, the leader lock \
+         and a receiving app's dedup records)"
     )]
     AppSemNome,
 
@@ -177,5 +178,46 @@ pub fn exigir_retencao(retencao: Duration, horizonte: Duration) -> Result<(), Er
             retencao,
             horizonte,
         })
+    }
+}
+
+/// An app's name (a relay's, a receiving app's) is one printable word: it keys the registration
+/// tables, the leader lock and a receiving app's dedup records, and goes into every log line,
+/// the instance id (`app@name`) and the CLI's tables, so a CR/LF must not forge a log line.
+///
+/// ```
+/// use mensageria_core::configuracao::{ErroConfiguracao, exigir_nome_de_app};
+///
+/// assert!(exigir_nome_de_app("estoque").is_ok());
+/// assert!(matches!(exigir_nome_de_app(""), Err(ErroConfiguracao::AppSemNome)));
+/// assert!(exigir_nome_de_app("estoque\r\nINFO forged").is_err());
+/// ```
+pub fn exigir_nome_de_app(app: &str) -> Result<(), ErroConfiguracao> {
+    if app.trim().is_empty() {
+        return Err(ErroConfiguracao::AppSemNome);
+    }
+    exigir_nome("app", app)
+}
+
+/// A name (`campo`: `app` or `instance`) that reads as one word in a log line or a table.
+pub(crate) fn exigir_nome(campo: &'static str, nome: &str) -> Result<(), ErroConfiguracao> {
+    let motivo = if nome.trim().is_empty() {
+        Some("is blank")
+    } else if nome.chars().count() > 128 {
+        Some("is longer than 128 characters")
+    } else if nome.chars().any(char::is_control) {
+        Some("holds control characters (a CR or LF would split log lines)")
+    } else if nome.chars().any(char::is_whitespace) {
+        Some("holds whitespace")
+    } else {
+        None
+    };
+    match motivo {
+        Some(motivo) => Err(ErroConfiguracao::NomeInvalido {
+            campo,
+            nome: nome.escape_debug().to_string(),
+            motivo,
+        }),
+        None => Ok(()),
     }
 }

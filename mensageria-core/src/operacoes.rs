@@ -77,6 +77,13 @@ pub enum ErroOperacao {
         app: Option<String>,
     },
 
+    /// Unowned dedup records can only be given to named apps.
+    #[error(
+        "name the receiving app(s) that should own the unowned dedup records (`--app <app>`, \
+         once per app); a blank name owns nothing"
+    )]
+    SemApp,
+
     /// Several receiving apps keep a dead letter with this message id: name the app.
     #[error(
         "receiver-side dead letters with message id {id_mensagem} are kept by {} apps ({}): \
@@ -434,6 +441,10 @@ pub async fn descartar_morta<DB: Banco>(
 /// A receptor's dedup record, about to be written by [`registrar_recebida`].
 #[derive(Debug, Clone, Copy)]
 pub struct Recebida<'a> {
+    /// The receiving app: each app that receives a tipo keeps its own dedup records, so two
+    /// apps on one schema both apply every event (the name its `Config` gives, validated as
+    /// relay app names are).
+    pub app: &'a str,
     /// The tipo received.
     pub tipo: &'a str,
     /// The natural key, as the receptor encoded it (canonical JSON).
@@ -445,10 +456,14 @@ pub struct Recebida<'a> {
 }
 
 /// Writes a receptor's dedup record through `conexao` (the receptor's transaction): `true` for
-/// the first arrival of `(tipo, chave)` (or, with a `versao`, a newer version than the one
+/// the first arrival of `(app, tipo, chave)` (or, with a `versao`, a newer version than the one
 /// stored): apply the effect in the same transaction; `false` for a duplicate (or an equal or
 /// older version): apply nothing. A concurrent duplicate waits for the first transaction, then
 /// sees its outcome. `mensageria-axum`'s receptores call it; a hand-written receiver can too.
+///
+/// A record written before schema version 10 (PostgreSQL; 6 on SQLite) has no app (`app = ''`):
+/// until `mensageria recebidas adotar` gives it to its owner, every app counts it as its own, so
+/// no key applied before the upgrade is applied again.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -458,6 +473,7 @@ pub struct Recebida<'a> {
 /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// mensageria_core::migrar(&pool).await?;
 /// let recebida = Recebida {
+///     app: "fiscal",
 ///     tipo: "mdfe.encerramento",
 ///     chave: "[\"4321\"]",
 ///     id_mensagem: None,
@@ -466,6 +482,9 @@ pub struct Recebida<'a> {
 /// let mut tx = pool.begin().await?;
 /// assert!(registrar_recebida::<sqlx::Sqlite>(&mut *tx, recebida).await?, "first arrival");
 /// assert!(!registrar_recebida::<sqlx::Sqlite>(&mut *tx, recebida).await?, "a duplicate");
+/// // Another receiving app keeps records of its own: it applies the event too.
+/// let outra = Recebida { app: "auditoria", ..recebida };
+/// assert!(registrar_recebida::<sqlx::Sqlite>(&mut *tx, outra).await?, "another app's first");
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
@@ -491,7 +510,13 @@ pub fn registrar_recebida<'c, DB: Banco>(
 ///
 /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
 /// mensageria_core::migrar(&pool).await?;
-/// let recebida = |chave| Recebida { tipo: "loja.pedido", chave, id_mensagem: None, versao: None };
+/// let recebida = |chave| Recebida {
+///     app: "estoque",
+///     tipo: "loja.pedido",
+///     chave,
+///     id_mensagem: None,
+///     versao: None,
+/// };
 /// let mut tx = pool.begin().await?;
 /// let primeira = [recebida("[1]"), recebida("[2]")];
 /// assert_eq!(registrar_recebidas::<sqlx::Sqlite>(&mut *tx, &primeira).await?, [true, true]);
@@ -507,31 +532,33 @@ pub async fn registrar_recebidas<DB: Banco>(
     let mut vistas = std::collections::HashSet::with_capacity(recebidas.len());
     let primeiras: Vec<bool> = recebidas
         .iter()
-        .map(|r| vistas.insert((r.tipo, r.chave)))
+        .map(|r| vistas.insert((r.app, r.tipo, r.chave)))
         .collect();
-    let mut tipos: Vec<&str> = recebidas.iter().map(|r| r.tipo).collect();
-    tipos.sort_unstable();
-    tipos.dedup();
-    // One statement per tipo (a receptor's batch has one).
+    let mut grupos: Vec<(&str, &str)> = recebidas.iter().map(|r| (r.app, r.tipo)).collect();
+    grupos.sort_unstable();
+    grupos.dedup();
+    // One statement per app and tipo (a receptor's batch has one of each).
     let mut novas = std::collections::HashSet::new();
-    for tipo in tipos {
+    for (app, tipo) in grupos {
+        let do_grupo = |r: &&Recebida<'_>| r.app == app && r.tipo == tipo;
         let itens = recebidas
             .iter()
             .zip(&primeiras)
-            .filter(|(r, primeira)| **primeira && r.tipo == tipo)
+            .filter(|(r, primeira)| **primeira && do_grupo(r))
             .map(|(r, _)| (r.chave.to_owned(), r.id_mensagem, r.versao))
             .collect();
         let convergente = recebidas
             .iter()
-            .any(|r| r.tipo == tipo && r.versao.is_some());
-        for chave in DB::registrar_recebidas(conexao, tipo, itens, convergente).await? {
-            novas.insert((tipo, chave));
+            .filter(do_grupo)
+            .any(|r| r.versao.is_some());
+        for chave in DB::registrar_recebidas(conexao, app, tipo, itens, convergente).await? {
+            novas.insert((app, tipo, chave));
         }
     }
     Ok(recebidas
         .iter()
         .zip(primeiras)
-        .map(|(r, primeira)| primeira && novas.contains(&(r.tipo, r.chave.to_owned())))
+        .map(|(r, primeira)| primeira && novas.contains(&(r.app, r.tipo, r.chave.to_owned())))
         .collect())
 }
 
@@ -545,8 +572,10 @@ pub struct Purga {
     pub lotes: u64,
 }
 
-/// Deletes the dedup records older than `retencao`, `lote` at a time (one short statement
-/// each, so no long locks), until a batch comes back short.
+/// Deletes the dedup records older than `retencao` (of receiving app `app`, or of every app
+/// with `None`), `lote` at a time (one short statement each, so no long locks), until a batch
+/// comes back short. Each app may keep its records for as long as its own senders need: a
+/// receiving app's `mensageria_axum::purgar` purges its own.
 ///
 /// Keep `retencao` longer than the senders' redelivery horizon: a redelivery that arrives after
 /// its record was purged is applied again.
@@ -561,13 +590,15 @@ pub struct Purga {
 /// mensageria_core::migrar(&pool).await?;
 /// let lote = NonZeroU32::new(1000).unwrap();
 /// let retencao = Duration::from_secs(30 * 86_400);
-/// let purga = mensageria_core::operacoes::purgar_recebidas(&pool, retencao, lote).await?;
+/// let purga =
+///     mensageria_core::operacoes::purgar_recebidas(&pool, Some("estoque"), retencao, lote).await?;
 /// assert_eq!((purga.apagadas, purga.lotes), (0, 1));
 /// # Ok(()) }
 /// ```
 #[doc(alias("purge", "inbox", "dedup"))]
 pub async fn purgar_recebidas<DB: Banco>(
     pool: &Pool<DB>,
+    app: Option<&str>,
     retencao: Duration,
     lote: NonZeroU32,
 ) -> Result<Purga, ErroOperacao> {
@@ -578,13 +609,119 @@ pub async fn purgar_recebidas<DB: Banco>(
         lotes: 0,
     };
     loop {
-        let agora = DB::purgar_recebidas(pool, idade_ms, lote as i64).await?;
+        let agora = DB::purgar_recebidas(pool, app, idade_ms, lote as i64).await?;
         purga.apagadas += agora;
         purga.lotes += 1;
         if agora < lote {
             return Ok(purga);
         }
     }
+}
+
+/// How many dedup records one receiving app keeps of one tipo (`app` empty: unowned records,
+/// written before schema version 10 on PostgreSQL, 6 on SQLite, when the key had no app).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecebidasDoApp {
+    /// The receiving app; empty for unowned records.
+    pub app: String,
+    /// The tipo.
+    pub tipo: String,
+    /// Its dedup records.
+    pub registros: i64,
+    /// How long ago the newest one was written, in ms (database clock).
+    pub mais_recente_ha_ms: i64,
+}
+
+/// Dedup records per receiving app and tipo, by app then tipo (unowned ones first, with an
+/// empty app). One scan of `mensageria_recebidas`: an operator's query, not a hot path.
+#[doc(alias("inbox", "dedup"))]
+pub async fn recebidas_por_app<DB: Banco>(
+    pool: &Pool<DB>,
+) -> Result<Vec<RecebidasDoApp>, ErroOperacao> {
+    Ok(DB::recebidas_por_app(pool).await?)
+}
+
+/// Gives the unowned dedup records (written before the key had an app; of `tipo`, when given)
+/// to their owners after an upgrade: each record becomes a record of every app of `apps`, and
+/// the unowned one goes, in batches of `lote` (one short transaction each). Returns how many
+/// unowned records went.
+///
+/// Until then every receptor counts an unowned record of its tipo and key as its own, so an
+/// upgrade applies no old key twice. When a single app received on the schema, give them to it.
+/// When several received one tipo, the history does not say which applied what (before the
+/// upgrade each key was applied by whichever came first): giving the records to all of them
+/// keeps every old key deduplicated for every app (none applies it again; those the other app
+/// applied stay missed by this one, as they already were). `mensageria recebidas adotar` runs it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::num::NonZeroU32;
+/// use mensageria_core::operacoes::{adotar_recebidas, recebidas_por_app};
+///
+/// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// mensageria_core::migrar(&pool).await?;
+/// let lote = NonZeroU32::new(10_000).unwrap();
+/// let adotadas = adotar_recebidas(&pool, &["estoque", "analise"], None, lote).await?;
+/// assert_eq!(adotadas, 0, "a new schema has no unowned record");
+/// assert!(recebidas_por_app(&pool).await?.is_empty());
+/// # Ok(()) }
+/// ```
+#[doc(alias("adopt", "inbox", "dedup"))]
+pub async fn adotar_recebidas<DB: Banco>(
+    pool: &Pool<DB>,
+    apps: &[&str],
+    tipo: Option<&str>,
+    lote: NonZeroU32,
+) -> Result<u64, ErroOperacao> {
+    if apps.is_empty() || apps.iter().any(|app| app.trim().is_empty()) {
+        return Err(ErroOperacao::SemApp);
+    }
+    let lote = u64::from(lote.get());
+    let mut adotadas = 0;
+    loop {
+        let agora = DB::adotar_recebidas(pool, apps, tipo, lote as i64).await?;
+        adotadas += agora;
+        if agora < lote {
+            return Ok(adotadas);
+        }
+    }
+}
+
+/// One receiving app's registration: it receives a tipo through a transport (`http`: a
+/// router's receptor; `nats`: a JetStream consumer), seen `visto_ha_ms` ago.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReceptorDoApp {
+    /// The receiving app.
+    pub app: String,
+    /// The tipo it receives.
+    pub tipo: String,
+    /// `http` or `nats`.
+    pub transporte: String,
+    /// How long ago it last said so, in ms (database clock).
+    pub visto_ha_ms: i64,
+}
+
+/// Records that receiving app `app` receives `tipos` through `transporte` (`http` or `nats`),
+/// now: what `status` and `doctor` read to see a pure receiver. `mensageria_axum::servir` and
+/// `mensageria_nats::Consumidor` call it at start and every 15 s.
+pub async fn registrar_receptores<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    tipos: &[&str],
+    transporte: &str,
+) -> Result<(), ErroOperacao> {
+    if tipos.is_empty() {
+        return Ok(());
+    }
+    Ok(DB::registrar_receptores(pool, app, tipos, transporte).await?)
+}
+
+/// Every receiving app's registrations, by tipo then app.
+pub async fn receptores<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<ReceptorDoApp>, ErroOperacao> {
+    Ok(DB::receptores(pool).await?)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ impl<DB: Banco> Consumidor<DB> {
     /// Creates (or finds) the app's durable consumer of each tipo it receives, and starts one
     /// task per tipo. Fails when a durable cannot be created (stream missing, server down).
     pub async fn spawn(self) -> Result<ConsumidorHandle, ErroNats> {
-        mensageria_core::relay::Config::new(self.config.app.clone()).validar()?;
+        mensageria_core::configuracao::exigir_nome_de_app(&self.config.app)?;
         let fluxo = self
             .js
             .get_stream(self.fluxo.nome())
@@ -184,6 +184,14 @@ impl<DB: Banco> Consumidor<DB> {
             }
             tipos.push(registrado.tipo);
         }
+        tarefas.spawn(mensageria_axum::presenca::manter(
+            self.pool.clone(),
+            self.config.app.clone(),
+            tipos.clone(),
+            "nats",
+            || true,
+            cancelar.clone().cancelled_owned(),
+        ));
         tracing::info!(
             app = %self.config.app,
             stream = %self.fluxo.nome(),
@@ -226,7 +234,9 @@ impl<DB: Banco> Consumidor<DB> {
     /// The receptores of this binary for the pool's backend (and the configured tipos).
     fn receptores(&self) -> Vec<&'static ReceptorRegistrado> {
         mensageria_axum::registrados()
-            .filter(|registrado| (registrado.aplicar)(&self.pool as &dyn Any, &[]).is_some())
+            .filter(|registrado| {
+                (registrado.aplicar)(&self.pool as &dyn Any, &self.config.app, &[]).is_some()
+            })
             .filter(|registrado| {
                 self.config
                     .tipos
@@ -395,7 +405,8 @@ impl<DB: Banco> Laco<DB> {
             }
         }
         if !entradas.is_empty() {
-            let Some(aplicacao) = (self.registrado.aplicar)(&self.pool as &dyn Any, &entradas)
+            let aplicar = self.registrado.aplicar;
+            let Some(aplicacao) = aplicar(&self.pool as &dyn Any, &self.config.app, &entradas)
             else {
                 unreachable!("the receptor's backend was checked at spawn")
             };

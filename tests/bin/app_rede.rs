@@ -147,7 +147,7 @@ async fn receptor() -> Lado {
     if !atraso.is_zero() {
         lado.falhar(FalhaResposta::Lento(atraso));
     }
-    let app = mensageria_axum::router(pool, mensageria_axum::Config::new([TOKEN]))
+    let app = mensageria_axum::router(pool, mensageria_axum::Config::new("receptor", [TOKEN]))
         .expect("the receptor's router");
     let ouvinte = tokio::net::TcpListener::bind(variavel("REDE_ESCUTAR"))
         .await

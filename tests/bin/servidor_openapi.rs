@@ -205,7 +205,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .execute(&pool)
     .await?;
 
-    let app = mensageria_axum::router(pool, Config::new([argumentos.token]))?;
+    let app = mensageria_axum::router(pool, Config::new("receptor", [argumentos.token]))?;
     let ouvinte = tokio::net::TcpListener::bind(("127.0.0.1", argumentos.porta)).await?;
     let endereco = ouvinte.local_addr()?;
     let mut saida = std::io::stdout().lock();

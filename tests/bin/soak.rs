@@ -65,7 +65,7 @@ async fn soak(args: Args) -> bool {
     let lado = Lado::new(args.semente);
     let app = mensageria_axum::router(
         pg.outro_pool(8).await,
-        mensageria_axum::Config::new(["faltas-token-de-teste"]),
+        mensageria_axum::Config::new("receptor", ["faltas-token-de-teste"]),
     )
     .expect("the receptor's router");
     let app = lado.envolver(app);

@@ -55,7 +55,7 @@ impl Bancada {
         let lado = Lado::new(semente);
         let app = mensageria_axum::router(
             pg.outro_pool(8).await,
-            mensageria_axum::Config::new([token]),
+            mensageria_axum::Config::new("receptor", [token]),
         )
         .unwrap();
         let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

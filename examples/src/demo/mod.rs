@@ -142,7 +142,10 @@ async fn correr<DB: BancoDemo>(
     // The fiscal: the receptor over HTTP on 127.0.0.1, every delivery counted.
     let contagem = Arc::new(fiscal::Contagem::default());
     // Every receptor of the binary for this backend (one per tipo and backend).
-    let app = mensageria_axum::router(fiscal.clone(), mensageria_axum::Config::new([TOKEN]))?;
+    let app = mensageria_axum::router(
+        fiscal.clone(),
+        mensageria_axum::Config::new("fiscal", [TOKEN]),
+    )?;
     let app = fiscal::contando(app, Arc::clone(&contagem));
     let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let endereco = ouvinte.local_addr()?;

@@ -41,7 +41,7 @@ where
     sqlx::query(TABELA).execute(&relay).await.unwrap();
     let app = mensageria_axum::router(
         receptores,
-        mensageria_axum::Config::new(["t0k-de-teste-1234"]),
+        mensageria_axum::Config::new("receptor", ["t0k-de-teste-1234"]),
     )
     .unwrap();
     let servidor = ServidorDeTeste::iniciar(app).await.unwrap(); // 127.0.0.1:0, counts requests

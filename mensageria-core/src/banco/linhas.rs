@@ -326,3 +326,39 @@ pub(crate) fn mortas_recebidas_por_tipo(
         .map(|(app, tipo, mortas)| crate::operacoes::MortasRecebidasDoTipo { app, tipo, mortas })
         .collect()
 }
+
+/// `app, tipo, registros, newest record's age in ms`.
+pub(crate) type LinhaRecebidasDoApp = (String, String, i64, i64);
+
+pub(crate) fn recebidas_por_app(
+    linhas: Vec<LinhaRecebidasDoApp>,
+) -> Vec<crate::operacoes::RecebidasDoApp> {
+    linhas
+        .into_iter()
+        .map(
+            |(app, tipo, registros, mais_recente_ha_ms)| crate::operacoes::RecebidasDoApp {
+                app,
+                tipo,
+                registros,
+                mais_recente_ha_ms: mais_recente_ha_ms.max(0),
+            },
+        )
+        .collect()
+}
+
+/// `app, tipo, transporte, visto_ha_ms`.
+pub(crate) type LinhaReceptor = (String, String, String, i64);
+
+pub(crate) fn receptores(linhas: Vec<LinhaReceptor>) -> Vec<crate::operacoes::ReceptorDoApp> {
+    linhas
+        .into_iter()
+        .map(
+            |(app, tipo, transporte, visto_ha_ms)| crate::operacoes::ReceptorDoApp {
+                app,
+                tipo,
+                transporte,
+                visto_ha_ms: visto_ha_ms.max(0),
+            },
+        )
+        .collect()
+}

@@ -392,21 +392,53 @@ pub(crate) mod interno {
             recebida: Recebida<'c>,
         ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
 
-        /// The dedup records of a batch of one tipo, in one statement: the keys recorded now
-        /// (first arrivals, or newer versions when `convergente`). The keys are distinct.
+        /// The dedup records of a batch of one app and tipo, in one statement: the keys recorded
+        /// now (first arrivals, or newer versions when `convergente`). The keys are distinct.
+        /// An unowned record (`app = ''`, written before the key had an app) counts as the
+        /// app's own.
         fn registrar_recebidas<'c>(
             conexao: &'c mut <Self as sqlx::Database>::Connection,
+            app: &'c str,
             tipo: &'c str,
             itens: Vec<(String, Option<uuid::Uuid>, Option<i64>)>,
             convergente: bool,
         ) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send + 'c;
 
-        /// Deletes up to `lote` dedup records older than `idade_ms`; returns how many.
+        /// Deletes up to `lote` dedup records (of `app`, when given) older than `idade_ms`;
+        /// returns how many.
         fn purgar_recebidas(
             pool: &Pool<Self>,
+            app: Option<&str>,
             idade_ms: i64,
             lote: i64,
         ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+        /// Gives up to `lote` unowned dedup records (`app = ''`, of `tipo` when given) to each of
+        /// `apps`, in one transaction; returns how many unowned records went.
+        fn adotar_recebidas(
+            pool: &Pool<Self>,
+            apps: &[&str],
+            tipo: Option<&str>,
+            lote: i64,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+        /// Dedup records per app and tipo (`app = ''`: unowned), by app then tipo.
+        fn recebidas_por_app(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<crate::operacoes::RecebidasDoApp>, sqlx::Error>> + Send;
+
+        /// Records that `app` receives `tipos` through `transporte` now (`visto_em`).
+        fn registrar_receptores(
+            pool: &Pool<Self>,
+            app: &str,
+            tipos: &[&str],
+            transporte: &str,
+        ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+        /// Every row of `mensageria_receptores`, by tipo then app.
+        fn receptores(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<Vec<crate::operacoes::ReceptorDoApp>, sqlx::Error>> + Send;
 
         /// The backlog of `tipos`: every one of them, in their order, 0 when empty.
         fn medir_backlog(

@@ -22,6 +22,51 @@ use crate::operacoes::{
     Reivindicacao, TentativasDoTipo,
 };
 
+/// A receptor's dedup record (`$1` app, `$2` tipo, `$3` key, `$4` message id, `$5` version),
+/// plain mode: nothing when the app, or nobody (an unowned row from before the key had an app),
+/// already recorded the key.
+const SQL_REGISTRAR_RECEBIDA: &str = "INSERT INTO mensageria_recebidas \
+         (app, tipo, chave, id_mensagem, versao) \
+     SELECT $1, $2, $3, $4, $5 \
+     WHERE NOT EXISTS (SELECT 1 FROM mensageria_recebidas l \
+         WHERE l.app = '' AND l.tipo = $2 AND l.chave = $3) \
+     ON CONFLICT (app, tipo, chave) DO NOTHING";
+
+/// [`SQL_REGISTRAR_RECEBIDA`] in convergent mode: recorded when newer than what the app (or an
+/// unowned row) holds.
+const SQL_REGISTRAR_RECEBIDA_CONVERGENTE: &str = "INSERT INTO mensageria_recebidas \
+         (app, tipo, chave, id_mensagem, versao) \
+     SELECT $1, $2, $3, $4, $5 \
+     WHERE NOT EXISTS (SELECT 1 FROM mensageria_recebidas l \
+         WHERE l.app = '' AND l.tipo = $2 AND l.chave = $3 AND l.versao >= $5) \
+     ON CONFLICT (app, tipo, chave) DO UPDATE SET \
+         versao = EXCLUDED.versao, id_mensagem = EXCLUDED.id_mensagem, recebida_em = now() \
+     WHERE mensageria_recebidas.versao IS NULL OR mensageria_recebidas.versao < EXCLUDED.versao";
+
+/// A batch's dedup records (`$1` app, `$2` tipo, `$3`-`$5` keys, ids, versions), plain mode:
+/// the keys recorded now.
+const SQL_REGISTRAR_RECEBIDAS: &str = "INSERT INTO mensageria_recebidas \
+         (app, tipo, chave, id_mensagem, versao) \
+     SELECT $1, $2, t.chave, t.id, t.versao \
+     FROM unnest($3::text[], $4::uuid[], $5::int8[]) AS t(chave, id, versao) \
+     WHERE NOT EXISTS (SELECT 1 FROM mensageria_recebidas l \
+         WHERE l.app = '' AND l.tipo = $2 AND l.chave = t.chave) \
+     ON CONFLICT (app, tipo, chave) DO NOTHING \
+     RETURNING chave";
+
+/// [`SQL_REGISTRAR_RECEBIDAS`] in convergent mode: the keys recorded or moved to a newer version.
+const SQL_REGISTRAR_RECEBIDAS_CONVERGENTE: &str = "INSERT INTO mensageria_recebidas \
+         (app, tipo, chave, id_mensagem, versao) \
+     SELECT $1, $2, t.chave, t.id, t.versao \
+     FROM unnest($3::text[], $4::uuid[], $5::int8[]) AS t(chave, id, versao) \
+     WHERE NOT EXISTS (SELECT 1 FROM mensageria_recebidas l \
+         WHERE l.app = '' AND l.tipo = $2 AND l.chave = t.chave \
+             AND (t.versao IS NULL OR l.versao >= t.versao)) \
+     ON CONFLICT (app, tipo, chave) DO UPDATE SET \
+         versao = EXCLUDED.versao, id_mensagem = EXCLUDED.id_mensagem, recebida_em = now() \
+     WHERE mensageria_recebidas.versao IS NULL OR mensageria_recebidas.versao < EXCLUDED.versao \
+     RETURNING chave";
+
 /// The claim (see `reivindicar`); `teste::reivindicacao` shows it to the plan regression test.
 ///
 /// A row is claimable when it is due (`proxima_tentativa_em`) and not leased (`lease_ate` unset
@@ -119,8 +164,81 @@ pub(crate) const SQL_REAGENDAR: &str = "UPDATE mensageria_saida SET \
 static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrador = sqlx::migrate!("migrations/postgres");
     migrador.dangerous_set_table_name(TABELA_MIGRACOES);
+    // sqlx's lock is one per database and waited for inside a statement: a second migrator
+    // (another schema's owner, or a replica of this one) waiting for it would hold a snapshot
+    // that version 9's CREATE INDEX CONCURRENTLY waits for, while holding the lock it waits
+    // for: a deadlock. `migrar` takes a lock of its own per schema, by polling.
+    migrador.set_locking(false);
     migrador
 });
+
+/// The schema version before the dedup records' unique index by app (version 9).
+const ANTES_DO_INDICE_POR_APP: i64 = 8;
+
+/// Up to this many dedup records, version 9's index is built in a plain statement (a SHARE
+/// lock held for the build: under 0.1 s at this size) instead of CONCURRENTLY, which waits for
+/// every transaction of the database older than it: a new or small schema migrates at once.
+const INDICE_DIRETO_ATE: i64 = 100_000;
+
+/// The key of `migrar`'s lock, in the two-`int4` space (the ordered inserts' key space, with a
+/// first half of its own): one per schema.
+const SQL_TENTAR_TRAVA_DE_MIGRACAO: &str =
+    "SELECT pg_try_advisory_lock(1836020325, hashtext(current_schema()))";
+
+/// Runs the migrations on `conexao`, holding this schema's migration lock: concurrent owners of
+/// one schema take turns; owners of other schemas in the same database do not wait.
+async fn migrar_com_trava(conexao: &mut sqlx::PgConnection) -> Result<(), crate::erro::Erro> {
+    // Polled, never waited for inside a statement (see `MIGRADOR`).
+    while !sqlx::query_scalar::<_, bool>(SQL_TENTAR_TRAVA_DE_MIGRACAO)
+        .fetch_one(&mut *conexao)
+        .await?
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let migrado = async {
+        MIGRADOR
+            .run_direct(Some(ANTES_DO_INDICE_POR_APP), &mut *conexao, false)
+            .await?;
+        indice_por_app_direto(&mut *conexao).await?;
+        MIGRADOR.run_direct(None, &mut *conexao, false).await?;
+        Ok::<_, crate::erro::Erro>(())
+    }
+    .await;
+    sqlx::query("SELECT pg_advisory_unlock(1836020325, hashtext(current_schema()))")
+        .execute(&mut *conexao)
+        .await?;
+    migrado
+}
+
+/// Version 9 (`CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS`) is a no-op when the index is
+/// there: on a table of at most [`INDICE_DIRETO_ATE`] rows it is built here first, in a plain
+/// statement.
+async fn indice_por_app_direto(conexao: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    let pendente: bool = sqlx::query_scalar(
+        "SELECT to_regclass('mensageria_recebidas_por_app') IS NULL \
+             AND NOT EXISTS (SELECT 1 FROM _mensageria_migrations WHERE version >= 9)",
+    )
+    .fetch_one(&mut *conexao)
+    .await?;
+    if !pendente {
+        return Ok(());
+    }
+    let linhas: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM mensageria_recebidas LIMIT $1) AS amostra",
+    )
+    .bind(INDICE_DIRETO_ATE + 1)
+    .fetch_one(&mut *conexao)
+    .await?;
+    if linhas <= INDICE_DIRETO_ATE {
+        sqlx::query(
+            "CREATE UNIQUE INDEX IF NOT EXISTS mensageria_recebidas_por_app \
+             ON mensageria_recebidas (app, tipo, chave)",
+        )
+        .execute(&mut *conexao)
+        .await?;
+    }
+    Ok(())
+}
 
 impl super::ConexaoDoBanco for sqlx::PgConnection {
     fn inserir<'m>(
@@ -155,14 +273,14 @@ impl BancoInterno for Postgres {
             .await?;
         // `run_direct` is `run` on a connection already in hand (sqlx's own way around
         // "implementation of `Acquire` is not general enough" in a `Send` future).
-        let migrado = MIGRADOR.run_direct(None, &mut *conexao, false).await;
+        let migrado = migrar_com_trava(&mut conexao).await;
         if let Err(erro) = conexao.execute("RESET client_min_messages").await {
             // Never hand the pool a connection with a changed setting.
             let _ = sqlx::Connection::close(conexao.detach()).await;
             migrado?;
             return Err(erro.into());
         }
-        Ok(migrado?)
+        migrado
     }
 
     fn versao_esperada() -> i64 {
@@ -567,18 +685,12 @@ impl BancoInterno for Postgres {
         r: Recebida<'c>,
     ) -> Result<bool, sqlx::Error> {
         let sql = if r.versao.is_some() {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
-             VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (tipo, chave) DO UPDATE SET \
-                 versao = EXCLUDED.versao, id_mensagem = EXCLUDED.id_mensagem, recebida_em = now() \
-             WHERE mensageria_recebidas.versao IS NULL OR \
-                 mensageria_recebidas.versao < EXCLUDED.versao"
+            SQL_REGISTRAR_RECEBIDA_CONVERGENTE
         } else {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
-             VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (tipo, chave) DO NOTHING"
+            SQL_REGISTRAR_RECEBIDA
         };
         let feito = sqlx::query(sql)
+            .bind(r.app)
             .bind(r.tipo)
             .bind(r.chave)
             .bind(r.id_mensagem)
@@ -590,6 +702,7 @@ impl BancoInterno for Postgres {
 
     async fn registrar_recebidas<'c>(
         conexao: &'c mut sqlx::PgConnection,
+        app: &'c str,
         tipo: &'c str,
         itens: Vec<(String, Option<uuid::Uuid>, Option<i64>)>,
         convergente: bool,
@@ -604,22 +717,12 @@ impl BancoInterno for Postgres {
         }
         // RETURNING gives the rows inserted or (convergent) updated: the keys to apply.
         let sql = if convergente {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
-             SELECT $1, t.chave, t.id, t.versao \
-             FROM unnest($2::text[], $3::uuid[], $4::int8[]) AS t(chave, id, versao) \
-             ON CONFLICT (tipo, chave) DO UPDATE SET \
-                 versao = EXCLUDED.versao, id_mensagem = EXCLUDED.id_mensagem, recebida_em = now() \
-             WHERE mensageria_recebidas.versao IS NULL OR \
-                 mensageria_recebidas.versao < EXCLUDED.versao \
-             RETURNING chave"
+            SQL_REGISTRAR_RECEBIDAS_CONVERGENTE
         } else {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
-             SELECT $1, t.chave, t.id, t.versao \
-             FROM unnest($2::text[], $3::uuid[], $4::int8[]) AS t(chave, id, versao) \
-             ON CONFLICT (tipo, chave) DO NOTHING \
-             RETURNING chave"
+            SQL_REGISTRAR_RECEBIDAS
         };
         sqlx::query_scalar(sql)
+            .bind(app)
             .bind(tipo)
             .bind(chaves)
             .bind(ids)
@@ -628,17 +731,102 @@ impl BancoInterno for Postgres {
             .await
     }
 
-    async fn purgar_recebidas(pool: &PgPool, idade_ms: i64, lote: i64) -> Result<u64, sqlx::Error> {
+    async fn purgar_recebidas(
+        pool: &PgPool,
+        app: Option<&str>,
+        idade_ms: i64,
+        lote: i64,
+    ) -> Result<u64, sqlx::Error> {
         let r = sqlx::query(
             "DELETE FROM mensageria_recebidas WHERE ctid IN ( \
                  SELECT ctid FROM mensageria_recebidas \
-                 WHERE recebida_em < now() - make_interval(secs => $1::float8 / 1000) LIMIT $2)",
+                 WHERE recebida_em < now() - make_interval(secs => $1::float8 / 1000) \
+                     AND ($3::text IS NULL OR app = $3) \
+                 LIMIT $2)",
         )
         .bind(idade_ms)
         .bind(lote)
+        .bind(app)
         .execute(pool)
         .await?;
         Ok(r.rows_affected())
+    }
+
+    async fn adotar_recebidas(
+        pool: &PgPool,
+        apps: &[&str],
+        tipo: Option<&str>,
+        lote: i64,
+    ) -> Result<u64, sqlx::Error> {
+        // One statement: the unowned rows leave and their copies arrive in the same commit, so
+        // a receptor sees one or the other, never neither.
+        let movidas: i64 = sqlx::query_scalar(
+            "WITH movidas AS ( \
+                 DELETE FROM mensageria_recebidas WHERE ctid IN ( \
+                     SELECT ctid FROM mensageria_recebidas \
+                     WHERE app = '' AND ($2::text IS NULL OR tipo = $2) LIMIT $3) \
+                 RETURNING tipo, chave, id_mensagem, versao, recebida_em \
+             ), copiadas AS ( \
+                 INSERT INTO mensageria_recebidas \
+                     (app, tipo, chave, id_mensagem, versao, recebida_em) \
+                 SELECT a.app, m.tipo, m.chave, m.id_mensagem, m.versao, m.recebida_em \
+                 FROM movidas m CROSS JOIN unnest($1::text[]) AS a(app) \
+                 ON CONFLICT (app, tipo, chave) DO NOTHING \
+             ) \
+             SELECT count(*) FROM movidas",
+        )
+        .bind(apps)
+        .bind(tipo)
+        .bind(lote)
+        .fetch_one(pool)
+        .await?;
+        Ok(movidas as u64)
+    }
+
+    async fn recebidas_por_app(
+        pool: &PgPool,
+    ) -> Result<Vec<crate::operacoes::RecebidasDoApp>, sqlx::Error> {
+        let linhas: Vec<linhas::LinhaRecebidasDoApp> = sqlx::query_as(
+            "SELECT app, tipo, count(*), \
+                     CAST(extract(epoch FROM now() - max(recebida_em)) * 1000 AS BIGINT) \
+                 FROM mensageria_recebidas GROUP BY app, tipo ORDER BY app, tipo",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::recebidas_por_app(linhas))
+    }
+
+    async fn registrar_receptores(
+        pool: &PgPool,
+        app: &str,
+        tipos: &[&str],
+        transporte: &str,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO mensageria_receptores (app, tipo, transporte) \
+             SELECT $1, t.tipo, $3 FROM unnest($2::text[]) AS t(tipo) \
+             ON CONFLICT (app, tipo, transporte) DO UPDATE SET visto_em = now()",
+        )
+        .bind(app)
+        .bind(tipos)
+        .bind(transporte)
+        .execute(pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn receptores(
+        pool: &PgPool,
+    ) -> Result<Vec<crate::operacoes::ReceptorDoApp>, sqlx::Error> {
+        let linhas: Vec<linhas::LinhaReceptor> = sqlx::query_as(
+            "SELECT app, tipo, transporte, \
+                 CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
+                     - CAST(extract(epoch FROM visto_em) * 1000 AS BIGINT) AS BIGINT) \
+             FROM mensageria_receptores ORDER BY tipo, app, transporte",
+        )
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::receptores(linhas))
     }
 
     async fn medir_backlog(pool: &PgPool, tipos: &[&str]) -> Result<Vec<Backlog>, sqlx::Error> {

@@ -23,6 +23,35 @@ use crate::operacoes::{
 /// The database's clock, in milliseconds since the Unix epoch.
 const AGORA: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
+/// The dedup statements' guard: no unowned record (`app = ''`, from before the key had an app)
+/// of tipo `tipo` and key `chave` (SQL expressions) holds it, or, in convergent mode (`versao`,
+/// the event's version expression), holds an equal or newer version.
+fn sem_registro_sem_dono(tipo: &str, chave: &str, versao: Option<&str>) -> String {
+    let versao = versao
+        .map(|versao| format!(" AND ({versao} IS NULL OR l.versao >= {versao})"))
+        .unwrap_or_default();
+    format!(
+        "NOT EXISTS (SELECT 1 FROM mensageria_recebidas l \
+         WHERE l.app = '' AND l.tipo = {tipo} AND l.chave = {chave}{versao})"
+    )
+}
+
+/// The dedup statements' conflict clause: nothing for a plain receptor, the newer version for a
+/// convergent one.
+fn conflito_recebida(convergente: bool) -> String {
+    if convergente {
+        format!(
+            "ON CONFLICT (app, tipo, chave) DO UPDATE SET \
+                 versao = excluded.versao, id_mensagem = excluded.id_mensagem, \
+                 recebida_em = {AGORA} \
+             WHERE mensageria_recebidas.versao IS NULL OR \
+                 mensageria_recebidas.versao < excluded.versao"
+        )
+    } else {
+        "ON CONFLICT (app, tipo, chave) DO NOTHING".to_owned()
+    }
+}
+
 static MIGRADOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrador = sqlx::migrate!("migrations/sqlite");
     migrador.dangerous_set_table_name(TABELA_MIGRACOES);
@@ -520,23 +549,15 @@ impl BancoInterno for Sqlite {
         conexao: &'c mut sqlx::SqliteConnection,
         r: Recebida<'c>,
     ) -> Result<bool, sqlx::Error> {
-        let sql = if r.versao.is_some() {
-            format!(
-                "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
-                 VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (tipo, chave) DO UPDATE SET \
-                     versao = excluded.versao, id_mensagem = excluded.id_mensagem, \
-                     recebida_em = {AGORA} \
-                 WHERE mensageria_recebidas.versao IS NULL OR \
-                     mensageria_recebidas.versao < excluded.versao"
-            )
-        } else {
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
-             VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (tipo, chave) DO NOTHING"
-                .to_owned()
-        };
+        let versao = r.versao.is_some().then_some("$5");
+        let sql = format!(
+            "INSERT INTO mensageria_recebidas (app, tipo, chave, id_mensagem, versao) \
+             SELECT $1, $2, $3, $4, $5 WHERE {} {}",
+            sem_registro_sem_dono("$2", "$3", versao),
+            conflito_recebida(versao.is_some()),
+        );
         let feito = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(r.app)
             .bind(r.tipo)
             .bind(r.chave)
             .bind(r.id_mensagem.map(|id| id.to_string()))
@@ -548,12 +569,13 @@ impl BancoInterno for Sqlite {
 
     async fn registrar_recebidas<'c>(
         conexao: &'c mut sqlx::SqliteConnection,
+        app: &'c str,
         tipo: &'c str,
         itens: Vec<(String, Option<uuid::Uuid>, Option<i64>)>,
         convergente: bool,
     ) -> Result<Vec<String>, sqlx::Error> {
-        // One statement over a JSON array of the batch (`json_each`); `WHERE true` keeps
-        // SQLite from reading `ON CONFLICT` as a join constraint of the SELECT.
+        // One statement over a JSON array of the batch (`json_each`); the WHERE clause also
+        // keeps SQLite from reading `ON CONFLICT` as a join constraint of the SELECT.
         let linhas: Vec<serde_json::Value> = itens
             .into_iter()
             .map(|(chave, id, versao)| {
@@ -561,23 +583,16 @@ impl BancoInterno for Sqlite {
             })
             .collect();
         let lote = serde_json::Value::Array(linhas).to_string();
-        let conflito = if convergente {
-            format!(
-                "ON CONFLICT (tipo, chave) DO UPDATE SET \
-                     versao = excluded.versao, id_mensagem = excluded.id_mensagem, \
-                     recebida_em = {AGORA} \
-                 WHERE mensageria_recebidas.versao IS NULL OR \
-                     mensageria_recebidas.versao < excluded.versao"
-            )
-        } else {
-            "ON CONFLICT (tipo, chave) DO NOTHING".to_owned()
-        };
+        let versao = convergente.then_some("j.value ->> 2");
         let sql = format!(
-            "INSERT INTO mensageria_recebidas (tipo, chave, id_mensagem, versao) \
-             SELECT $1, j.value ->> 0, j.value ->> 1, j.value ->> 2 FROM json_each($2) j \
-             WHERE true {conflito} RETURNING chave"
+            "INSERT INTO mensageria_recebidas (app, tipo, chave, id_mensagem, versao) \
+             SELECT $1, $2, j.value ->> 0, j.value ->> 1, j.value ->> 2 FROM json_each($3) j \
+             WHERE {} {} RETURNING chave",
+            sem_registro_sem_dono("$2", "j.value ->> 0", versao),
+            conflito_recebida(convergente),
         );
         sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(app)
             .bind(tipo)
             .bind(lote)
             .fetch_all(conexao)
@@ -586,19 +601,109 @@ impl BancoInterno for Sqlite {
 
     async fn purgar_recebidas(
         pool: &SqlitePool,
+        app: Option<&str>,
         idade_ms: i64,
         lote: i64,
     ) -> Result<u64, sqlx::Error> {
         let sql = format!(
             "DELETE FROM mensageria_recebidas WHERE rowid IN ( \
-                 SELECT rowid FROM mensageria_recebidas WHERE recebida_em < {AGORA} - $1 LIMIT $2)"
+                 SELECT rowid FROM mensageria_recebidas \
+                 WHERE recebida_em < {AGORA} - $1 AND ($3 IS NULL OR app = $3) LIMIT $2)"
         );
         let r = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(idade_ms)
             .bind(lote)
+            .bind(app)
             .execute(pool)
             .await?;
         Ok(r.rows_affected())
+    }
+
+    async fn adotar_recebidas(
+        pool: &SqlitePool,
+        apps: &[&str],
+        tipo: Option<&str>,
+        lote: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let rowids: Vec<i64> = sqlx::query_scalar(
+            "SELECT rowid FROM mensageria_recebidas \
+             WHERE app = '' AND ($1 IS NULL OR tipo = $1) LIMIT $2",
+        )
+        .bind(tipo)
+        .bind(lote)
+        .fetch_all(&mut *tx)
+        .await?;
+        let rowids = serde_json::to_string(&rowids).unwrap_or_else(|_| "[]".to_owned());
+        for app in apps {
+            sqlx::query(
+                "INSERT INTO mensageria_recebidas \
+                     (app, tipo, chave, id_mensagem, versao, recebida_em) \
+                 SELECT $1, tipo, chave, id_mensagem, versao, recebida_em \
+                 FROM mensageria_recebidas WHERE rowid IN (SELECT value FROM json_each($2)) \
+                 ON CONFLICT (app, tipo, chave) DO NOTHING",
+            )
+            .bind(app)
+            .bind(&rowids)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let movidas = sqlx::query(
+            "DELETE FROM mensageria_recebidas WHERE rowid IN (SELECT value FROM json_each($1))",
+        )
+        .bind(&rowids)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(movidas)
+    }
+
+    async fn recebidas_por_app(
+        pool: &SqlitePool,
+    ) -> Result<Vec<crate::operacoes::RecebidasDoApp>, sqlx::Error> {
+        let sql = format!(
+            "SELECT app, tipo, count(*), {AGORA} - max(recebida_em) \
+             FROM mensageria_recebidas GROUP BY app, tipo ORDER BY app, tipo"
+        );
+        let linhas: Vec<linhas::LinhaRecebidasDoApp> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas::recebidas_por_app(linhas))
+    }
+
+    async fn registrar_receptores(
+        pool: &SqlitePool,
+        app: &str,
+        tipos: &[&str],
+        transporte: &str,
+    ) -> Result<(), sqlx::Error> {
+        let tipos = serde_json::to_string(tipos).unwrap_or_else(|_| "[]".to_owned());
+        let sql = format!(
+            "INSERT INTO mensageria_receptores (app, tipo, transporte) \
+             SELECT $1, value, $3 FROM json_each($2) WHERE true \
+             ON CONFLICT (app, tipo, transporte) DO UPDATE SET visto_em = {AGORA}"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(app)
+            .bind(tipos)
+            .bind(transporte)
+            .execute(pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn receptores(
+        pool: &SqlitePool,
+    ) -> Result<Vec<crate::operacoes::ReceptorDoApp>, sqlx::Error> {
+        let sql = format!(
+            "SELECT app, tipo, transporte, {AGORA} - visto_em \
+             FROM mensageria_receptores ORDER BY tipo, app, transporte"
+        );
+        let linhas: Vec<linhas::LinhaReceptor> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
+        Ok(linhas::receptores(linhas))
     }
 
     async fn medir_backlog(pool: &SqlitePool, tipos: &[&str]) -> Result<Vec<Backlog>, sqlx::Error> {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::configuracao::ErroConfiguracao;
+use crate::configuracao::{ErroConfiguracao, exigir_nome, exigir_nome_de_app};
 
 /// How replicas of one app share the saída.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -356,12 +356,9 @@ impl Config {
 
     /// Checks the settings hang together.
     pub fn validar(&self) -> Result<(), ErroConfiguracao> {
-        if self.app.trim().is_empty() {
-            return Err(ErroConfiguracao::AppSemNome);
-        }
-        validar_nome("app", &self.app)?;
+        exigir_nome_de_app(&self.app)?;
         if let Some(instancia) = &self.instancia {
-            validar_nome("instance", instancia)?;
+            exigir_nome("instance", instancia)?;
         }
         let contagens = [
             ("lote", self.lote),
@@ -381,30 +378,6 @@ impl Config {
             });
         }
         Ok(())
-    }
-}
-
-/// An app or instance name goes into every relay log line, the instance id (`app@name`), the
-/// CLI's tables and the leader lock: one printable word, so that a CR/LF cannot forge log lines.
-fn validar_nome(campo: &'static str, nome: &str) -> Result<(), ErroConfiguracao> {
-    let motivo = if nome.trim().is_empty() {
-        Some("is blank")
-    } else if nome.chars().count() > 128 {
-        Some("is longer than 128 characters")
-    } else if nome.chars().any(char::is_control) {
-        Some("holds control characters (a CR or LF would split log lines)")
-    } else if nome.chars().any(char::is_whitespace) {
-        Some("holds whitespace")
-    } else {
-        None
-    };
-    match motivo {
-        Some(motivo) => Err(ErroConfiguracao::NomeInvalido {
-            campo,
-            nome: nome.escape_debug().to_string(),
-            motivo,
-        }),
-        None => Ok(()),
     }
 }
 

@@ -76,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool_http = loja::pool_do_servico().await?;
     let app = mensageria_axum::router(
         pool_http.clone(),
-        mensageria_axum::Config::new([loja::TOKEN]),
+        mensageria_axum::Config::new("pedidos", [loja::TOKEN]),
     )?
     .merge(
         axum::Router::new()

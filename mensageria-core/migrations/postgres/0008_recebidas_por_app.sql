@@ -1,0 +1,17 @@
+-- mensageria schema, version 8 (PostgreSQL): a dedup record belongs to a receiving app.
+--
+-- Until version 7 a dedup record was keyed `(tipo, chave)` per schema: two apps receiving one
+-- tipo on a shared schema split the events between them (the first to apply a key made the
+-- other answer `duplicate`). From version 10 the key is `(app, tipo, chave)`. Versions 8-10 make
+-- the change online, in three steps:
+--
+--   8  adds `app`, NOT NULL with a constant default: PostgreSQL 11+ stores the default in the
+--      catalog and rewrites nothing (an ACCESS EXCLUSIVE lock held for milliseconds);
+--   9  builds the unique index on (app, tipo, chave) CONCURRENTLY: writes go on while it runs;
+--   10 makes that index the primary key (milliseconds: nothing to build, nothing to check).
+--
+-- Rows written before this version get `app = ''`: their owner is unknown. Every receptor treats
+-- an unowned row of its tipo and key as its own (a duplicate), so no old key is applied again;
+-- `mensageria recebidas adotar --app <app>` gives them to their owner (see the guide's
+-- "Upgrading" section for a schema that several apps received on).
+ALTER TABLE mensageria_recebidas ADD COLUMN app TEXT NOT NULL DEFAULT '';
