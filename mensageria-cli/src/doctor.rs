@@ -113,6 +113,10 @@ enum Codigo {
     /// own (no live app claims its tipo, or it is a dead letter).
     #[serde(rename = "held-by-other-tipo")]
     RetidasPorOutroTipo,
+    /// Dedup records from before they had an app, of a tipo several receiving apps receive on
+    /// this schema: which app applied which key is not known until an operator says so.
+    #[serde(rename = "unowned-dedup-records")]
+    RecebidasSemDono,
 }
 
 impl Relatorio for Diagnostico {
@@ -196,6 +200,13 @@ pub(crate) async fn executar(
     verificar_limites(conexao, &args, &claimants, &mut d).await?;
     if aplicada.is_some_and(|v| v >= VERSAO_DAS_MORTAS_RECEBIDAS) {
         verificar_mortas_recebidas(conexao, &args, &mut d).await?;
+    }
+    let por_app = match conexao {
+        Conexao::Postgres(_) => VERSAO_DAS_RECEBIDAS_POR_APP_PG,
+        Conexao::Sqlite(_) => VERSAO_DAS_RECEBIDAS_POR_APP_SQLITE,
+    };
+    if aplicada.is_some_and(|v| v >= por_app) {
+        verificar_recebidas_sem_dono(conexao, &mut d).await?;
     }
     verificar_retidas(conexao, &claimants, &mut d).await?;
     verificar_retencao(&args, &mut d);
@@ -590,6 +601,63 @@ fn verificar_tentativas(
 
 /// The schema version that brought `mensageria_mortas_recebidas`.
 const VERSAO_DAS_MORTAS_RECEBIDAS: i64 = 4;
+
+/// The schema versions from which dedup records have an app and receiving apps register.
+const VERSAO_DAS_RECEBIDAS_POR_APP_PG: i64 = 10;
+const VERSAO_DAS_RECEBIDAS_POR_APP_SQLITE: i64 = 6;
+
+/// Dedup records from before they had an app (`app = ''`). Each receptor counts them as its
+/// own, so nothing is applied twice; but when two or more receiving apps are registered for
+/// their tipo, the history is ambiguous (before the upgrade each key went to whichever app came
+/// first) and an operator must say who owns them: a problem. With one receiving app (or none
+/// registered yet) they are a note: give them to it.
+async fn verificar_recebidas_sem_dono(
+    conexao: &Conexao,
+    d: &mut Diagnostico,
+) -> Result<(), ErroCli> {
+    let (registros, receptores) = nos_dois!(conexao, pool => (
+        operacoes::recebidas_por_app(pool).await?,
+        operacoes::receptores(pool).await?,
+    ));
+    for sem_dono in registros.iter().filter(|r| r.app.is_empty()) {
+        let apps: BTreeSet<&str> = receptores
+            .iter()
+            .filter(|r| r.tipo == sem_dono.tipo)
+            .map(|r| r.app.as_str())
+            .collect();
+        let nomes: Vec<String> = apps.iter().map(|app| (*app).to_owned()).collect();
+        let adotar: String = nomes.iter().map(|app| format!(" --app {app}")).collect();
+        if apps.len() >= 2 {
+            d.problemas.push(Problema {
+                codigo: Codigo::RecebidasSemDono,
+                tipo: Some(sem_dono.tipo.clone()),
+                apps: nomes.clone(),
+                mensagem: format!(
+                    "{} dedup record(s) of tipo `{}` were written before dedup records had an \
+                     app, and {} receiving apps receive it on this schema ({}): before the \
+                     upgrade they split its events between them (each key applied by one); \
+                     every app now counts these keys as applied. Decide who owns them and say \
+                     so: `mensageria recebidas adotar{adotar} --tipo {}` (the guide's \
+                     Upgrading section explains the choice)",
+                    sem_dono.registros,
+                    sem_dono.tipo,
+                    apps.len(),
+                    nomes.join(", "),
+                    sem_dono.tipo
+                ),
+            });
+        } else {
+            let dono = nomes.first().map_or("<app>", String::as_str);
+            d.notas.push(format!(
+                "{} dedup record(s) of tipo `{}` have no app (written before dedup records had \
+                 one): they count as every receiving app's own; give them to their owner with \
+                 `mensageria recebidas adotar --app {dono} --tipo {}`",
+                sem_dono.registros, sem_dono.tipo, sem_dono.tipo
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The receiving side's dead letters (events a broker consumer's receptor refused for good),
 /// against `--max-dead-letters`: counted per receiving app and tipo, apart from the relays' (a

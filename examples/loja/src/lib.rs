@@ -10,10 +10,11 @@
 //!   fed by its durable consumer (`mensageria_nats::Consumidor`), decrements the stock and
 //!   replies by enqueueing `estoque.reservado` in the receptor's own transaction; its relay
 //!   posts the reply to `pedidos` over HTTP.
-//! - `analise` (`src/bin/analise.rs`), a pure receiver on a schema of its own (it owns and
-//!   migrates it: its dedup records are its own), has a durable consumer of its own on the same
-//!   stream, so it gets every `pedido.criado` too, and records one row per order with a count
-//!   of applications.
+//! - `analise` (`src/bin/analise.rs`), a pure receiver on the same schema (it waits for it, as
+//!   `estoque` does), has a durable consumer of its own on the same stream, so it gets every
+//!   `pedido.criado` too, and records one row per order with a count of applications. Its dedup
+//!   records are keyed by its app name: `estoque`'s, in the same table, never hide an order from
+//!   it.
 //!
 //! Each service is its own binary: registrations travel with the code that is linked, so each
 //! relay claims only its own tipo and each consumer feeds only its own receptores. This library
@@ -21,8 +22,8 @@
 //! `#[evento]`, which registers nothing), the pool, the stream — and the orchestration of
 //! `demo` and of the test: no enviador, no receptor.
 //!
-//! `cargo run -p loja --bin demo` runs the three against the local PostgreSQL (schemas of their
-//! own) and the NATS server at `NATS_URL` (a stream of their own).
+//! `cargo run -p loja --bin demo` runs the three against the local PostgreSQL (one schema of
+//! their own) and the NATS server at `NATS_URL` (a stream of their own).
 //!
 //! With `LOJA_SPANS` naming a file, each service exports its spans there ([`rastreamento`]):
 //! one order is one trace across the three processes, from `POST /pedidos` to the reply's
@@ -228,15 +229,15 @@ pub struct Executaveis<'a> {
     pub pedidos: &'a str,
     /// `estoque`: consumes `pedido.criado`, replies over HTTP.
     pub estoque: &'a str,
-    /// `analise`: consumes `pedido.criado` on a schema of its own.
+    /// `analise`: consumes `pedido.criado` on the same schema, with dedup records of its own.
     pub analise: &'a str,
 }
 
 /// Starts `estoque`, `analise` (first: they wait for their owner) and `pedidos` as child
-/// processes — `pedidos` and `estoque` on a schema of their own, `analise` on another, the
-/// three on a JetStream stream named after that schema — sends `n` orders, waits until every
-/// one is reserved and analysed (or `prazo` passes), stops the three with SIGINT (graceful
-/// shutdown), deletes the stream and the schemas, and returns the counts. The services inherit
+/// processes — the three on one schema of their own and a JetStream stream named after it —
+/// sends `n` orders, waits until every one is reserved and analysed (or `prazo` passes), stops
+/// the three with SIGINT (graceful shutdown), deletes the stream and the schema, and returns the
+/// counts. The services inherit
 /// this process's environment (`LOJA_SPANS` included, see [`rastreamento`]).
 pub async fn rodar(
     exes: Executaveis<'_>,
@@ -264,10 +265,9 @@ async fn rodar_com(
     spans: Option<&Path>,
 ) -> Result<Resultado, Box<dyn Error>> {
     let js = jetstream("loja-demo").await?; // fails at once, saying so, when NATS is down
-    // Empty schemas: `pedidos` migrates the shared one, `analise` its own.
+    // An empty schema, shared by the three: `pedidos` migrates it.
     let url = mensageria_core::teste::database_url();
     let db = PgIsolado::vazio(&url, 2).await?;
-    let db_analise = PgIsolado::vazio(&url, 2).await?;
     // A stream and subjects of this run's own (parallel runs share the server).
     let sufixo = db.schema().rsplit('_').next().unwrap_or("0").to_owned();
     let (nome_fluxo, prefixo) = (format!("LOJA_{sufixo}"), format!("loja_{sufixo}"));
@@ -293,7 +293,7 @@ async fn rodar_com(
     let estoque = comando(exes.estoque, db.schema())
         .env("LOJA_DESTINO", &url_pedidos)
         .spawn()?;
-    let analise = comando(exes.analise, db_analise.schema()).spawn()?;
+    let analise = comando(exes.analise, db.schema()).spawn()?;
     let pedidos = comando(exes.pedidos, db.schema())
         .env("LOJA_PORTA", porta_pedidos.to_string())
         .spawn()?;
@@ -303,28 +303,25 @@ async fn rodar_com(
         ("pedidos", pedidos),
     ];
 
-    let resultado = enviar_e_conferir(&db, &db_analise, &mut filhos, &url_pedidos, n, prazo).await;
+    let resultado = enviar_e_conferir(&db, &mut filhos, &url_pedidos, n, prazo).await;
     let mut parados = Vec::new();
     for (nome, filho) in filhos.iter_mut().rev() {
         parados.push(parar(nome, filho).await); // pedidos first: nothing more is published
     }
-    // The stream, then the schemas go, whatever happened.
+    // The stream, then the schema go, whatever happened.
     let apagado = apagar_fluxo(&js, &nome_fluxo).await;
-    let fechados = [db.fechar().await, db_analise.fechar().await];
+    let fechado = db.fechar().await;
     let resultado = resultado?;
     for parado in parados {
         parado?;
     }
     apagado?;
-    for fechado in fechados {
-        fechado?;
-    }
+    fechado?;
     Ok(resultado)
 }
 
 async fn enviar_e_conferir(
     db: &PgIsolado,
-    db_analise: &PgIsolado,
     filhos: &mut [(&str, tokio::process::Child)],
     url_pedidos: &str,
     n: i64,
@@ -354,7 +351,7 @@ async fn enviar_e_conferir(
         }
     }
     loop {
-        match contar(db.pool(), db_analise.pool()).await {
+        match contar(db.pool()).await {
             Ok(resultado) if resultado.completo(n) || Instant::now() >= fim => {
                 return Ok(resultado);
             }
@@ -381,10 +378,7 @@ fn vivos(filhos: &mut [(&str, tokio::process::Child)]) -> Result<(), Box<dyn Err
     Ok(())
 }
 
-async fn contar(
-    pool: &PgPool,
-    pool_analise: &PgPool,
-) -> Result<Resultado, mensageria_core::sqlx::Error> {
+async fn contar(pool: &PgPool) -> Result<Resultado, mensageria_core::sqlx::Error> {
     let (pedidos, uma, mais, baixadas): (i64, i64, i64, i64) = mensageria_core::sqlx::query_as(
         "SELECT (SELECT count(*) FROM pedidos), \
                 (SELECT count(*) FROM (SELECT pedido FROM reservas GROUP BY pedido \
@@ -401,7 +395,7 @@ async fn contar(
             "SELECT count(*) FILTER (WHERE aplicacoes = 1), \
                     count(*) FILTER (WHERE aplicacoes > 1) FROM analises",
         )
-        .fetch_one(pool_analise)
+        .fetch_one(pool)
         .await?;
     Ok(Resultado {
         pedidos,

@@ -1,6 +1,6 @@
-//! The three services as separate processes: `pedidos` and `estoque` on one PostgreSQL schema
-//! (`PgIsolado`), `analise` on one of its own, `pedido.criado` fanned out to `estoque` and
-//! `analise` through a JetStream stream of this run's own. Every order is reserved exactly
+//! The three services as separate processes on one PostgreSQL schema (`PgIsolado`),
+//! `pedido.criado` fanned out to `estoque` and `analise` (two receiving apps of one tipo on that
+//! schema, each with its own dedup records) through a JetStream stream of this run's own. Every order is reserved exactly
 //! once and analysed exactly once, and the stock went down by one per order.
 
 use std::time::Duration;

@@ -167,8 +167,24 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
         ),
         (
             "purgar",
-            conjunto(&["deleted", "batches", "batch_size", "retention_s"]),
+            conjunto(&["deleted", "batches", "batch_size", "retention_s", "app"]),
         ),
+        (
+            "recebidas listar",
+            conjunto(&[
+                "records",
+                "records[].app",
+                "records[].tipo",
+                "records[].records",
+                "records[].newest_ago_ms",
+                "receivers",
+                "receivers[].app",
+                "receivers[].tipo",
+                "receivers[].transport",
+                "receivers[].last_seen_ago_ms",
+            ]),
+        ),
+        ("recebidas adotar", conjunto(&["apps", "tipo", "adopted"])),
         (
             "doctor",
             conjunto(&[
@@ -259,6 +275,12 @@ nos_dois_bancos! {
         db.executar(sql, &[&ordenada.to_string()], "order a row").await;
         vistas.push(("ordem mostrar", chaves_de(&db, &["ordem", "mostrar", "k:1"])));
         vistas.push(("purgar", chaves_de(&db, &["purgar"])));
+        let sem_dono = "INSERT INTO mensageria_recebidas (app, tipo, chave) VALUES ('', 'a.um', '[1]')";
+        db.executar(sem_dono.to_owned(), &[], "an unowned dedup record").await;
+        let registro = "INSERT INTO mensageria_receptores (app, tipo, transporte) VALUES ('estoque', 'a.um', 'nats')";
+        db.executar(registro.to_owned(), &[], "a receiving app's registration").await;
+        vistas.push(("recebidas listar", chaves_de(&db, &["recebidas", "listar"])));
+        vistas.push(("recebidas adotar", chaves_de(&db, &["recebidas", "adotar", "--app", "estoque", "--yes"])));
         vistas.push(("doctor", {
             let saida = db.mensageria(&["doctor", "--json"]).output().unwrap();
             let mut chaves = BTreeSet::new();

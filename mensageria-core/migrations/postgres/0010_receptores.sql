@@ -19,5 +19,16 @@ CREATE TABLE mensageria_receptores (
     transporte    TEXT        NOT NULL,
     iniciado_em   TIMESTAMPTZ NOT NULL DEFAULT now(),
     visto_em      TIMESTAMPTZ NOT NULL DEFAULT now(),
+    -- A JetStream consumer's lag at `visto_em` (NULL over HTTP): messages waiting for it,
+    -- delivered and not yet settled, redelivered, the oldest unapplied one's age, and the
+    -- stream's max_age it is measured against.
+    pendentes     BIGINT,
+    em_voo        BIGINT,
+    reentregues   BIGINT,
+    mais_antiga_ms BIGINT,
+    max_age_ms    BIGINT,
     PRIMARY KEY (app, tipo, transporte)
 );
+
+-- The stream sequence of a receiving-side dead letter (NULL when it came by another door).
+ALTER TABLE mensageria_mortas_recebidas ADD COLUMN sequencia BIGINT;

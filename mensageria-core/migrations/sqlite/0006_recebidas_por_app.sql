@@ -26,5 +26,12 @@ CREATE TABLE mensageria_receptores (
     transporte    TEXT    NOT NULL,
     iniciado_em   INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER)),
     visto_em      INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER)),
+    pendentes     INTEGER,
+    em_voo        INTEGER,
+    reentregues   INTEGER,
+    mais_antiga_ms INTEGER,
+    max_age_ms    INTEGER,
     PRIMARY KEY (app, tipo, transporte)
 );
+
+ALTER TABLE mensageria_mortas_recebidas ADD COLUMN sequencia INTEGER;

@@ -1,7 +1,9 @@
-//! `analise`: a third app that needs `pedido.criado` too. A pure receiver on a schema of its
-//! own (it owns and migrates it, so its dedup records are its own), with a durable consumer of
-//! its own on the stream: it gets every order, whatever `estoque` does with it. Its effect keeps
-//! one row per order and counts the applications, so an order applied twice would show.
+//! `analise`: a third app that needs `pedido.criado` too. A pure receiver on the shared schema
+//! (it does not own it: it waits for `pedidos` to migrate it), with a durable consumer of its own
+//! on the stream: it gets every order, whatever `estoque` does with it. Its dedup records are its
+//! own (keyed by its app name), so `estoque`'s, on the same schema, never hide an order from it.
+//! Its effect keeps one row per order and counts the applications, so an order applied twice
+//! would show.
 
 use std::time::Duration;
 
@@ -30,7 +32,8 @@ async fn analisar(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _rastreamento = loja::rastreamento::instalar("analise")?; // when LOJA_SPANS is set
     let pool = loja::pool_do_servico().await?;
-    mensageria_core::migrar(&pool).await?; // its own schema: it is the owner
+    // The shared schema is `pedidos`'s to migrate.
+    mensageria_core::esperar_schema(&pool, Duration::from_secs(60)).await?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS analises \
          (pedido BIGINT PRIMARY KEY, item TEXT NOT NULL, aplicacoes BIGINT NOT NULL)",
