@@ -42,10 +42,26 @@ static CURADO: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 /// How many times a `lento` event's function ran (rolled back or not).
 static RODADAS_LENTAS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// How many times a `sempre` event's function ran (each a temporary refusal).
+static RODADAS_SEMPRE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many times a `travada` event's function ran; its first run hangs.
+static RODADAS_TRAVADAS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// What the receptor does before its effect: refuse `veneno` for good, fail `temporaria` once,
-/// take 300 ms for `lento`.
+/// take 300 ms for `lento`, fail `sempre` every time, hang on the first run of `travada`.
 async fn antes_do_efeito(evento: &Pedido) -> Result<(), Rejeicao> {
     match evento.marca.as_str() {
+        "sempre" => {
+            RODADAS_SEMPRE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Err(Rejeicao::temporaria("a dependency that never comes back"))
+        }
+        "travada" => {
+            if RODADAS_TRAVADAS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            Ok(())
+        }
         "veneno" if !CURADO.load(std::sync::atomic::Ordering::Relaxed) => {
             Err(Rejeicao::permanente("poison: never applicable"))
         }
@@ -353,6 +369,196 @@ async fn dois_apps_num_arquivo_sqlite() {
     let db = SqliteIsolado::novo().await;
     dois_apps_num_schema(&db.pool).await;
     db.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn falha_sem_fim_vira_morta_no_limite_de_entregas() {
+    // A message that fails temporarily every time is given up at its 4th delivery, as the relay
+    // gives up at `max_tentativas`: kept in the receiving side's dead letters with its last
+    // error and stream sequence, terminated, never delivered again; the others are applied.
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(&receptor.pool).await;
+    let config = config_consumidor("limite")
+        .com_max_entregas(4)
+        .com_backoff(Duration::from_millis(20), Duration::from_millis(50))
+        .com_intervalo_de_verificacao(Duration::from_millis(200));
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config)
+        .spawn()
+        .await
+        .unwrap();
+    enfileirar_pedidos(&emissor.pool, 5000..5020, |id| {
+        if id == 5007 { "sempre" } else { "normal" }
+    })
+    .await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    esperar_efeitos(&receptor.pool, 19, 30).await;
+    let mortas = esperar_valor(
+        "the failing event kept",
+        Duration::from_secs(15),
+        Duration::from_millis(20),
+        || async {
+            mensageria_core::operacoes::mortas_recebidas(&receptor.pool, Some("limite"), 10)
+                .await
+                .unwrap()
+        },
+        |mortas| !mortas.is_empty(),
+    )
+    .await;
+    // Time for a redelivery that should not come.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rodadas = RODADAS_SEMPRE.load(std::sync::atomic::Ordering::Relaxed);
+    // The lag and the registration, as the watcher records them.
+    let registro = esperar_valor(
+        "the consumer's registration with its lag",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async { operacoes::receptores(&receptor.pool).await.unwrap() },
+        |registros| {
+            registros.iter().any(|r| {
+                r.app == "limite" && r.consumo.is_some_and(|c| c.pendentes == 0 && c.em_voo == 0)
+            })
+        },
+    )
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    println!(
+        "max_entregas 4: the failing event ran {rodadas} times; dead letter: {:?}",
+        mortas[0].motivo
+    );
+    assert_eq!(rodadas, 4, "delivered 4 times, then given up");
+    assert_eq!(mortas.len(), 1);
+    assert!(
+        mortas[0]
+            .motivo
+            .starts_with("gave_up: gave up after 4 deliveries"),
+        "{}",
+        mortas[0].motivo
+    );
+    assert!(
+        mortas[0]
+            .motivo
+            .contains("a dependency that never comes back"),
+        "{}",
+        mortas[0].motivo
+    );
+    assert_eq!(mortas[0].entregas, 4);
+    assert!(
+        mortas[0].sequencia.is_some_and(|s| s > 0),
+        "its stream sequence is kept"
+    );
+    assert!(mortas[0].payload.contains("5007"));
+    assert_eq!(efeitos(&receptor.pool).await, (19, 0));
+    let nats = registro.iter().find(|r| r.app == "limite").unwrap();
+    assert_eq!(
+        (nats.tipo.as_str(), nats.transporte.as_str()),
+        ("nats.pedido", "nats")
+    );
+    assert_eq!(nats.consumo.unwrap().max_age_ms, 7 * 24 * 3600 * 1000);
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn efeito_travado_e_desfeito_no_tempo_limite() {
+    // A batch whose effect hangs is rolled back at the consumer's `tempo_limite` (its in-progress
+    // signals stop, its messages are nak'd), then redelivered and applied once.
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(&receptor.pool).await;
+    let config = config_consumidor("travado")
+        .com_lote(1)
+        .com_tempo_limite(Duration::from_millis(800))
+        .com_backoff(Duration::from_millis(20), Duration::from_millis(50));
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config)
+        .spawn()
+        .await
+        .unwrap();
+    enfileirar_pedidos(&emissor.pool, 6000..6005, |id| {
+        if id == 6002 { "travada" } else { "normal" }
+    })
+    .await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    let inicio = std::time::Instant::now();
+    esperar_efeitos(&receptor.pool, 5, 30).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let rodadas = RODADAS_TRAVADAS.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "hung effect: ran {rodadas} times, all applied {:?} after the saída emptied",
+        inicio.elapsed()
+    );
+    assert_eq!(
+        rodadas, 2,
+        "the hung run was dropped, the redelivery applied it"
+    );
+    assert_eq!(
+        efeitos(&receptor.pool).await,
+        (5, 0),
+        "applied once, the hung run rolled back"
+    );
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duravel_apagado_no_meio_e_recriado() {
+    // An operator deletes the app's durable while it consumes: the watcher recreates it within
+    // its check interval, and every event, before and after, is applied exactly once.
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(&receptor.pool).await;
+    let config =
+        config_consumidor("recriado").com_intervalo_de_verificacao(Duration::from_millis(200));
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config)
+        .spawn()
+        .await
+        .unwrap();
+    enfileirar_pedidos(&emissor.pool, 7000..7050, |_| "normal").await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_efeitos(&receptor.pool, 50, 30).await;
+    let fluxo = bancada.js.get_stream(bancada.fluxo.nome()).await.unwrap();
+    let duravel = format!("recriado__{}", "nats_2epedido");
+    fluxo.delete_consumer(&duravel).await.unwrap();
+    let apagado = std::time::Instant::now();
+    enfileirar_pedidos(&emissor.pool, 7050..7100, |_| "normal").await;
+    esperar_efeitos(&receptor.pool, 100, 30).await;
+    let recuperado = apagado.elapsed();
+    assert!(
+        fluxo.consumer_info(&duravel).await.is_ok(),
+        "the durable is back"
+    );
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    println!("durable deleted mid-run: the 50 events after it applied {recuperado:?} later");
+    assert_eq!(
+        efeitos(&receptor.pool).await,
+        (100, 0),
+        "each event applied once, none lost"
+    );
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

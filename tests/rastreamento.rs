@@ -419,6 +419,7 @@ nos_dois_bancos! {
                 morta_em_ms: 0,
                 traceparent: Some(traceparent.clone()),
                 tracestate: Some("congo=t61rcWkgMzE".to_owned()),
+                sequencia: None,
             },
         )
         .await

@@ -798,6 +798,7 @@ nos_dois_bancos! {
                 morta_em_ms: 0,
                 traceparent: None,
                 tracestate: None,
+                sequencia: None,
             };
             mensageria_core::operacoes::registrar_morta_recebida(&db.pool, &morta).await.unwrap();
         }

@@ -21,6 +21,7 @@ pub mod banco;
 pub mod cloudevents;
 pub mod configuracao;
 pub mod correlacao;
+pub mod desligamento;
 mod despacho;
 #[cfg(feature = "http")]
 pub mod destino;

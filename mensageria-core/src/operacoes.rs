@@ -202,6 +202,9 @@ pub struct MortaRecebida {
     pub traceparent: Option<String>,
     /// Its `tracestate`, if any.
     pub tracestate: Option<String>,
+    /// Its stream sequence, when a broker delivered it (a message with no usable id is found by
+    /// it; schema 10 on, SQLite 6).
+    pub sequencia: Option<i64>,
 }
 
 /// Keeps one receiver-side dead letter (an event a broker delivered and the receptor refused for
@@ -702,6 +705,56 @@ pub struct ReceptorDoApp {
     pub transporte: String,
     /// How long ago it last said so, in ms (database clock).
     pub visto_ha_ms: i64,
+    /// A JetStream consumer's lag when it last said so (`None` over HTTP).
+    pub consumo: Option<Consumo>,
+}
+
+/// A JetStream consumer's lag for one tipo (its lanes summed), as its app measured it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Consumo {
+    /// Messages in the stream waiting to be delivered to it.
+    pub pendentes: i64,
+    /// Messages delivered to it and not settled yet.
+    pub em_voo: i64,
+    /// Messages delivered more than once (the server's count).
+    pub reentregues: i64,
+    /// The oldest message it has not settled: its age in ms (0 when none waits).
+    pub mais_antiga_ms: i64,
+    /// The stream's `max_age` in ms: past it, the stream deletes a message, applied or not.
+    pub max_age_ms: i64,
+}
+
+impl Consumo {
+    /// A lag as measured: waiting, in flight, redelivered, oldest age and the stream's
+    /// `max_age`, in ms.
+    pub fn new(
+        pendentes: i64,
+        em_voo: i64,
+        reentregues: i64,
+        mais_antiga_ms: i64,
+        max_age_ms: i64,
+    ) -> Self {
+        Self {
+            pendentes,
+            em_voo,
+            reentregues,
+            mais_antiga_ms,
+            max_age_ms,
+        }
+    }
+}
+
+/// Records a JetStream consumer's registration with its lag: receiving app `app` consumes
+/// `tipo` (transport `nats`), now. `mensageria_nats::Consumidor` calls it every few seconds;
+/// `status` and `doctor` read it.
+pub async fn registrar_consumidor<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    tipo: &str,
+    consumo: &Consumo,
+) -> Result<(), ErroOperacao> {
+    Ok(DB::registrar_consumidor(pool, app, tipo, consumo).await?)
 }
 
 /// Records that receiving app `app` receives `tipos` through `transporte` (`http` or `nats`),

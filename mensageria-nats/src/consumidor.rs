@@ -40,23 +40,31 @@ use uuid::Uuid;
 
 use crate::{ErroNats, Fluxo, nome};
 
-/// How a receiving app consumes: its name (its durable consumers' name), the batch it fetches
-/// and how long it waits for one, the ack wait, and the retry delays.
+/// How a receiving app consumes: its name (its durable consumers' name, and its dedup records'
+/// owner), the batch it fetches and how long it waits for one, the ack wait, the retry delays,
+/// and when it gives up on a message (the relay's discipline: bounded by deliveries and age).
 #[derive(Debug, Clone)]
 pub struct Config {
-    app: String,
+    pub(crate) app: String,
     lote: usize,
     espera: Duration,
     ack_wait: Duration,
     backoff_base: Duration,
     backoff_max: Duration,
-    tipos: Option<Vec<String>>,
+    pub(crate) tipos: Option<Vec<String>>,
+    max_entregas: i64,
+    idade_maxima: Duration,
+    tempo_limite: Duration,
+    pub(crate) intervalo_de_verificacao: Duration,
 }
 
 impl Config {
     /// For the receiving app `app` (every replica of it gives the same name): batches of up to
     /// 128 messages, a fetch waits up to 1 s, ack wait 30 s, retries after 1 s doubling up to
-    /// 5 min, every receptor of the binary for the pool's backend.
+    /// 5 min (with jitter), a message given up after 25 deliveries or 7 days since it was
+    /// published (the relay's `max_tentativas` and `idade_maxima`), a batch's effects bounded to
+    /// 2 min, its durables checked every 5 s, every receptor of the binary for the pool's
+    /// backend.
     pub fn new(app: impl Into<String>) -> Self {
         Self {
             app: app.into(),
@@ -66,7 +74,41 @@ impl Config {
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
             tipos: None,
+            max_entregas: 25,
+            idade_maxima: Duration::from_secs(7 * 24 * 3600),
+            tempo_limite: Duration::from_secs(120),
+            intervalo_de_verificacao: Duration::from_secs(5),
         }
+    }
+
+    /// Gives a message up after this many deliveries that failed temporarily (at least 1): it
+    /// is kept in the receiving side's dead letters with its last error, and terminated.
+    pub fn com_max_entregas(mut self, entregas: u32) -> Self {
+        self.max_entregas = i64::from(entregas.max(1));
+        self
+    }
+
+    /// Gives a message up once this long has passed since it was published (the same, when it
+    /// fails again): kept in the receiving side's dead letters, and terminated. Keep it shorter
+    /// than the stream's `max_age`, or the stream may delete the message first.
+    pub fn com_idade_maxima(mut self, idade: Duration) -> Self {
+        self.idade_maxima = idade;
+        self
+    }
+
+    /// The longest a fetched batch's effects may run: past it, the batch's transaction is
+    /// rolled back (its effects dropped), its messages stop getting in-progress signals and are
+    /// redelivered after a backoff (a hung effect never holds its messages forever).
+    pub fn com_tempo_limite(mut self, tempo: Duration) -> Self {
+        self.tempo_limite = tempo.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How often the consumer checks its durables (and recreates a deleted one), measures its
+    /// lag and records it with its registration (`mensageria_receptores`; default 5 s).
+    pub fn com_intervalo_de_verificacao(mut self, intervalo: Duration) -> Self {
+        self.intervalo_de_verificacao = intervalo.max(Duration::from_millis(100));
+        self
     }
 
     /// The most messages fetched and applied at once (at least 1).
@@ -102,12 +144,22 @@ impl Config {
         self
     }
 
-    fn atraso(&self, entregas: i64) -> Duration {
-        let expoente = u32::try_from(entregas.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
-        self.backoff_base
+    /// The delay after the `falhas`-th failure: `base · 2^(falhas−1)`, capped, then scaled by
+    /// a random factor in [0.5, 1.0] so the retries of many messages spread out.
+    fn atraso(&self, falhas: i64) -> Duration {
+        let expoente = u32::try_from(falhas.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+        let bruto = self
+            .backoff_base
             .saturating_mul(2_u32.saturating_pow(expoente))
-            .min(self.backoff_max)
+            .min(self.backoff_max);
+        bruto.mul_f64(0.5 + 0.5 * sorteio())
     }
+}
+
+/// A number in [0, 1) from a UUIDv7's random bits.
+fn sorteio() -> f64 {
+    let bits = (Uuid::now_v7().as_u128() as u64) & ((1 << 52) - 1);
+    bits as f64 / (1_u64 << 52) as f64
 }
 
 /// The consumer of one receiving app: build it, then [`spawn`](Self::spawn) it.
@@ -143,7 +195,10 @@ impl<DB: Banco> Consumidor<DB> {
     }
 
     /// Creates (or finds) the app's durable consumer of each tipo it receives, and starts one
-    /// task per tipo. Fails when a durable cannot be created (stream missing, server down).
+    /// task per lane, plus one that checks the durables (recreating one deleted under it),
+    /// measures the lag and keeps the app's registration. Creating a durable is retried for up
+    /// to 10 s (a replicated durable takes a while on a busy cluster); fails when the stream is
+    /// missing or the server stays unreachable.
     pub async fn spawn(self) -> Result<ConsumidorHandle, ErroNats> {
         mensageria_core::configuracao::exigir_nome_de_app(&self.config.app)?;
         let fluxo = self
@@ -151,9 +206,11 @@ impl<DB: Banco> Consumidor<DB> {
             .get_stream(self.fluxo.nome())
             .await
             .map_err(|e| ErroNats::jetstream("reading the stream")(Box::new(e)))?;
+        let max_age = fluxo.cached_info().config.max_age;
         let cancelar = CancellationToken::new();
         let mut tarefas = JoinSet::new();
         let mut tipos = Vec::new();
+        let mut vigiadas = Vec::new();
         for registrado in self.receptores() {
             for faixa in self.faixas(registrado.tipo) {
                 let config = pull::Config {
@@ -161,16 +218,16 @@ impl<DB: Banco> Consumidor<DB> {
                     filter_subject: faixa.assunto.clone(),
                     ack_policy: AckPolicy::Explicit,
                     ack_wait: self.config.ack_wait,
-                    // Never give up on a message: a temporary failure is retried until it
-                    // applies or is refused for good (max_deliver would drop it silently).
+                    // The server never gives up on a message (its max_deliver would drop it
+                    // silently): this consumer does, after `max_entregas`, into the dead letters.
                     max_deliver: -1,
                     max_ack_pending: i64::try_from(faixa.em_voo).unwrap_or(i64::MAX),
                     ..Default::default()
                 };
-                let consumidor: Consumer<pull::Config> = fluxo
-                    .get_or_create_consumer(&faixa.duravel, config)
-                    .await
-                    .map_err(|e| ErroNats::jetstream("creating a durable consumer")(Box::new(e)))?;
+                let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;
+                // The in-progress signals follow the durable's own ack wait, as the server has
+                // it (a durable created by another replica or by hand may differ from ours).
+                let ack_wait = consumidor.cached_info().config.ack_wait;
                 let laco = Laco {
                     pool: self.pool.clone(),
                     consumidor,
@@ -178,20 +235,30 @@ impl<DB: Banco> Consumidor<DB> {
                     origem: format!("nats:{}:{}", self.fluxo.nome(), faixa.assunto),
                     lote: faixa.lote,
                     espera: faixa.espera,
+                    ack_wait,
                     config: self.config.clone(),
                 };
                 tarefas.spawn(laco.rodar(cancelar.clone()));
+                vigiadas.push(crate::acompanhamento::Vigiada {
+                    tipo: registrado.tipo,
+                    duravel: faixa.duravel,
+                    assunto: faixa.assunto,
+                    config,
+                });
             }
             tipos.push(registrado.tipo);
         }
-        tarefas.spawn(mensageria_axum::presenca::manter(
-            self.pool.clone(),
-            self.config.app.clone(),
-            tipos.clone(),
-            "nats",
-            || true,
-            cancelar.clone().cancelled_owned(),
-        ));
+        tarefas.spawn(
+            crate::acompanhamento::Acompanhamento {
+                pool: self.pool.clone(),
+                fluxo,
+                app: self.config.app.clone(),
+                vigiadas,
+                max_age,
+                intervalo: self.config.intervalo_de_verificacao,
+            }
+            .rodar(cancelar.clone()),
+        );
         tracing::info!(
             app = %self.config.app,
             stream = %self.fluxo.nome(),
@@ -202,6 +269,7 @@ impl<DB: Banco> Consumidor<DB> {
             cancelar,
             tarefas,
             tipos,
+            cliente: self.js.client(),
         })
     }
 
@@ -247,12 +315,45 @@ impl<DB: Banco> Consumidor<DB> {
     }
 }
 
-/// A running [`Consumidor`].
+/// Creates (or finds) a durable, retrying a timed-out request for up to 10 s: a replicated
+/// durable takes a while on a busy cluster, and an app makes several.
+async fn criar_duravel(
+    fluxo: &jetstream::stream::Stream,
+    duravel: &str,
+    config: pull::Config,
+) -> Result<Consumer<pull::Config>, ErroNats> {
+    let prazo = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut pausa = Duration::from_millis(100);
+    loop {
+        match fluxo.get_or_create_consumer(duravel, config.clone()).await {
+            Ok(consumidor) => return Ok(consumidor),
+            Err(erro)
+                if erro.kind() == async_nats::jetstream::stream::ConsumerErrorKind::TimedOut
+                    && tokio::time::Instant::now() < prazo =>
+            {
+                tracing::info!(duravel, error = %erro, "mensageria nats: creating a durable consumer timed out; retrying");
+                tokio::time::sleep(pausa).await;
+                pausa = (pausa * 2).min(Duration::from_secs(1));
+            }
+            Err(erro) => {
+                return Err(ErroNats::jetstream("creating a durable consumer")(
+                    Box::new(erro),
+                ));
+            }
+        }
+    }
+}
+
+/// A running [`Consumidor`]: keep it, and call [`shutdown`](Self::shutdown) when the app stops
+/// (dropped, its tasks run on until the runtime ends, and its last acks may not reach the
+/// server).
 #[derive(Debug)]
+#[must_use = "a consumer stops cleanly only through its handle's `shutdown`"]
 pub struct ConsumidorHandle {
     cancelar: CancellationToken,
     tarefas: JoinSet<()>,
     tipos: Vec<&'static str>,
+    cliente: async_nats::Client,
 }
 
 impl ConsumidorHandle {
@@ -262,16 +363,26 @@ impl ConsumidorHandle {
     }
 
     /// Stops fetching, lets the batches being applied finish and be settled (up to `prazo`),
-    /// then returns; `false` if it had to abort some after `prazo` (their messages come back
-    /// after the ack wait, and the receptor's dedup absorbs what had committed).
+    /// flushes the acks to the server, then returns; `false` if it had to abort some after
+    /// `prazo` or could not flush (their messages come back after the ack wait, and the
+    /// receptor's dedup absorbs what had committed).
     pub async fn shutdown(mut self, prazo: Duration) -> bool {
+        let inicio = tokio::time::Instant::now();
         self.cancelar.cancel();
         let fim = async { while self.tarefas.join_next().await.is_some() {} };
         if tokio::time::timeout(prazo, fim).await.is_err() {
             self.tarefas.abort_all();
             return false;
         }
-        true
+        // An ack is a publish: sent from the client's buffer, not awaited. Flushed here so the
+        // process may exit right after.
+        let resto = prazo
+            .saturating_sub(inicio.elapsed())
+            .max(Duration::from_millis(100));
+        matches!(
+            tokio::time::timeout(resto, self.cliente.flush()).await,
+            Ok(Ok(()))
+        )
     }
 
     /// Stops at once, as a killed process would.
@@ -300,12 +411,20 @@ struct Laco<DB: Banco> {
     origem: String,
     lote: usize,
     espera: Duration,
+    /// The durable's ack wait, as the server holds it.
+    ack_wait: Duration,
     config: Config,
 }
+
+/// How often a lane that keeps failing to fetch says so again.
+const AVISO_DE_BUSCA: Duration = Duration::from_secs(30);
 
 impl<DB: Banco> Laco<DB> {
     async fn rodar(self, cancelar: CancellationToken) {
         let mut falhas_seguidas = 0_u32;
+        let mut ultimo_aviso: Option<tokio::time::Instant> = None;
+        // Batches whose every event met a database failure, in a row: the lane's circuit.
+        let mut banco_fora = 0_i64;
         while !cancelar.is_cancelled() {
             let busca = self.buscar();
             tokio::pin!(busca);
@@ -316,33 +435,50 @@ impl<DB: Banco> Laco<DB> {
                     return;
                 }
             };
-            match mensagens {
+            let pausa = match mensagens {
                 Ok(mensagens) => {
                     if falhas_seguidas > 0 {
                         tracing::info!(
                             tipo = self.registrado.tipo,
+                            falhas_seguidas,
                             "mensageria nats: fetching again"
                         );
                     }
-                    falhas_seguidas = 0;
-                    if !mensagens.is_empty() {
-                        self.aplicar(&mensagens).await;
+                    (falhas_seguidas, ultimo_aviso) = (0, None);
+                    if mensagens.is_empty() {
+                        continue;
+                    }
+                    if self.aplicar(&mensagens, banco_fora).await {
+                        banco_fora += 1;
+                        // The database is down: the lane stops fetching for a growing while
+                        // instead of a nak storm every second.
+                        self.config.atraso(banco_fora)
+                    } else {
+                        banco_fora = 0;
+                        continue;
                     }
                 }
                 Err(erro) => {
                     falhas_seguidas += 1;
-                    if falhas_seguidas == 1 {
+                    let avisar =
+                        ultimo_aviso.is_none_or(|quando| quando.elapsed() >= AVISO_DE_BUSCA);
+                    if avisar {
+                        ultimo_aviso = Some(tokio::time::Instant::now());
                         tracing::warn!(
                             tipo = self.registrado.tipo,
+                            duravel = %self.consumidor.cached_info().name,
                             error = %erro,
-                            "mensageria nats: fetching failed; retrying every second"
+                            falhas_seguidas,
+                            "mensageria nats: fetching failed; retrying every second (said again \
+                             every 30 s while it fails)"
                         );
                     }
-                    tokio::select! {
-                        _ = cancelar.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    }
+                    Duration::from_secs(1)
                 }
+            };
+            tokio::select! {
+                _ = cancelar.cancelled() => return,
+                _ = tokio::time::sleep(pausa) => {}
             }
         }
     }
@@ -354,7 +490,7 @@ impl<DB: Banco> Laco<DB> {
         if let Ok(mensagens) = busca.await
             && !mensagens.is_empty()
         {
-            self.aplicar(&mensagens).await;
+            self.aplicar(&mensagens, 0).await;
         }
     }
 
@@ -389,8 +525,10 @@ impl<DB: Banco> Laco<DB> {
         Ok(mensagens)
     }
 
-    /// Applies a fetched batch through the one receiving path, then settles every message.
-    async fn aplicar(&self, mensagens: &[Message]) {
+    /// Applies a fetched batch through the one receiving path, then settles every message;
+    /// `true` when the database failed for every event of it (`banco_fora` such batches came
+    /// right before: the redelivery waits longer each time).
+    async fn aplicar(&self, mensagens: &[Message], banco_fora: i64) -> bool {
         let tipo = self.registrado.tipo;
         let mut vereditos: Vec<Option<Veredito>> = vec![None; mensagens.len()];
         let mut entradas = Vec::with_capacity(mensagens.len());
@@ -410,36 +548,48 @@ impl<DB: Banco> Laco<DB> {
             else {
                 unreachable!("the receptor's backend was checked at spawn")
             };
-            let resultado = com_progresso(aplicacao, mensagens, self.config.ack_wait / 3).await;
+            let resultado = com_progresso(
+                aplicacao,
+                mensagens,
+                self.ack_wait / 3,
+                self.config.tempo_limite,
+                entradas.len(),
+            )
+            .await;
             for (posicao, veredito) in posicoes.into_iter().zip(resultado) {
                 vereditos[posicao] = Some(veredito);
             }
         }
+        let banco = |v: &Option<Veredito>| {
+            matches!(
+                v,
+                None | Some(Veredito::Adiar {
+                    codigo: "database",
+                    ..
+                })
+            )
+        };
+        let banco_caiu = vereditos.iter().all(banco);
         for (mensagem, veredito) in mensagens.iter().zip(vereditos) {
             let veredito = veredito.unwrap_or(Veredito::Adiar {
                 codigo: "database",
                 motivo: String::new(),
                 tentar_apos: None,
             });
-            self.liquidar(mensagem, veredito).await;
+            self.liquidar(mensagem, veredito, banco_caiu.then_some(banco_fora + 1))
+                .await;
         }
+        banco_caiu
     }
 
-    /// Tells JetStream what became of one message.
-    async fn liquidar(&self, mensagem: &Message, veredito: Veredito) {
+    /// Tells JetStream what became of one message. `banco_fora`: the batch met a database that
+    /// is down, for this many batches in a row (its redelivery waits by that count).
+    async fn liquidar(&self, mensagem: &Message, veredito: Veredito, banco_fora: Option<i64>) {
         let tipo = self.registrado.tipo;
         let resposta = match veredito {
             Veredito::Confirmar { .. } => mensagem.ack().await,
             Veredito::Rejeitar { codigo, motivo } => {
-                match self.guardar(mensagem, codigo, &motivo).await {
-                    Ok(()) => mensagem.ack_with(AckKind::Term).await,
-                    Err(erro) => {
-                        tracing::warn!(tipo, error = %erro, "mensageria nats: could not keep a refused message as a dead letter; it comes back later");
-                        mensagem
-                            .ack_with(AckKind::Nak(Some(self.config.backoff_base)))
-                            .await
-                    }
-                }
+                self.terminar_morta(mensagem, codigo, &motivo).await
             }
             Veredito::Adiar {
                 codigo,
@@ -447,7 +597,15 @@ impl<DB: Banco> Laco<DB> {
                 tentar_apos,
             } => {
                 let entregas = mensagem.info().map(|info| info.delivered).unwrap_or(1);
-                let atraso = tentar_apos.unwrap_or_else(|| self.config.atraso(entregas));
+                if let Some(porque) = self.desistir(mensagem, entregas) {
+                    let motivo = format!("{porque}; the last attempt: {codigo}: {motivo}");
+                    return self.resolver(self.terminar_morta(mensagem, "gave_up", &motivo).await);
+                }
+                let atraso = match (banco_fora, tentar_apos) {
+                    (Some(vezes), _) => self.config.atraso(vezes),
+                    (None, Some(pedido)) => pedido.max(self.config.atraso(1) / 2),
+                    (None, None) => self.config.atraso(entregas),
+                };
                 tracing::warn!(
                     tipo,
                     resultado = codigo,
@@ -460,9 +618,53 @@ impl<DB: Banco> Laco<DB> {
             }
             _ => mensagem.ack_with(AckKind::Nak(None)).await,
         };
+        self.resolver(resposta);
+    }
+
+    /// A settlement the server did not get: the message comes back after the ack wait, and its
+    /// outcome is found again.
+    fn resolver(&self, resposta: Result<(), async_nats::Error>) {
         if let Err(erro) = resposta {
-            // Unsettled, it comes back after the ack wait, and its outcome is found again.
-            tracing::debug!(tipo, error = %erro, "mensageria nats: could not settle a message");
+            tracing::debug!(tipo = self.registrado.tipo, error = %erro, "mensageria nats: could not settle a message");
+        }
+    }
+
+    /// Why this consumer gives a message up now, if it does: `max_entregas` deliveries, or
+    /// older than `idade_maxima` since it was enqueued (its UUIDv7 id's instant; the relay's
+    /// discipline, measured the same way).
+    fn desistir(&self, mensagem: &Message, entregas: i64) -> Option<String> {
+        if entregas >= self.config.max_entregas {
+            return Some(format!(
+                "gave up after {entregas} deliveries (max_entregas {})",
+                self.config.max_entregas
+            ));
+        }
+        let idade = id_da_mensagem(mensagem).and_then(idade_do_id)?;
+        (idade > self.config.idade_maxima).then(|| {
+            format!(
+                "gave up {} s after it was enqueued (idade_maxima {} s)",
+                idade.as_secs(),
+                self.config.idade_maxima.as_secs()
+            )
+        })
+    }
+
+    /// Keeps a message in the receiving side's dead letters, then terminates it; if it cannot be
+    /// kept, it is redelivered later instead (never terminated unrecorded).
+    async fn terminar_morta(
+        &self,
+        mensagem: &Message,
+        codigo: &str,
+        motivo: &str,
+    ) -> Result<(), async_nats::Error> {
+        match self.guardar(mensagem, codigo, motivo).await {
+            Ok(()) => mensagem.ack_with(AckKind::Term).await,
+            Err(erro) => {
+                tracing::warn!(tipo = self.registrado.tipo, error = %erro, "mensageria nats: could not keep a message as a dead letter; it comes back later");
+                mensagem
+                    .ack_with(AckKind::Nak(Some(self.config.atraso(1))))
+                    .await
+            }
         }
     }
 
@@ -486,6 +688,10 @@ impl<DB: Banco> Laco<DB> {
             morta_em_ms: 0,
             traceparent: cabecalho(mensagem, "traceparent").map(str::to_owned),
             tracestate: cabecalho(mensagem, "tracestate").map(str::to_owned),
+            sequencia: mensagem
+                .info()
+                .ok()
+                .and_then(|info| i64::try_from(info.stream_sequence).ok()),
         };
         tracing::warn!(
             tipo = %morta.tipo,
@@ -537,24 +743,60 @@ fn cabecalho<'m>(mensagem: &'m Message, nome: &str) -> Option<&'m str> {
         .map(|valor| valor.as_str())
 }
 
-fn id_da_mensagem(mensagem: &Message) -> Option<Uuid> {
+/// How long ago a UUIDv7 message id was made (its enqueue instant); `None` for another kind.
+pub(crate) fn idade_do_id(id: Uuid) -> Option<Duration> {
+    let (segundos, nanos) = id.get_timestamp()?.to_unix();
+    let feito = std::time::UNIX_EPOCH + Duration::new(segundos, nanos);
+    Some(
+        std::time::SystemTime::now()
+            .duration_since(feito)
+            .unwrap_or_default(),
+    )
+}
+
+pub(crate) fn id_da_mensagem(mensagem: &Message) -> Option<Uuid> {
     cabecalho(mensagem, "Nats-Msg-Id")
         .or_else(|| cabecalho(mensagem, "ce-id"))
         .and_then(|id| Uuid::parse_str(id).ok())
 }
 
 /// Awaits `aplicacao`, telling JetStream every `passo` that the batch's messages are still being
-/// worked on.
+/// worked on, for at most `limite`: past it the application is dropped (its transaction rolls
+/// back) and each of its `eventos` is to be redelivered.
 async fn com_progresso(
     aplicacao: mensageria_axum::recepcao::Aplicacao<'_>,
     mensagens: &[Message],
     passo: Duration,
+    limite: Duration,
+    eventos: usize,
 ) -> Vec<Veredito> {
     tokio::pin!(aplicacao);
+    let passo = passo.max(Duration::from_millis(10));
     let mut relogio = tokio::time::interval_at(tokio::time::Instant::now() + passo, passo);
+    let prazo = tokio::time::sleep(limite);
+    tokio::pin!(prazo);
     loop {
         tokio::select! {
             vereditos = &mut aplicacao => return vereditos,
+            () = &mut prazo => {
+                tracing::error!(
+                    eventos,
+                    limite_ms = u64::try_from(limite.as_millis()).unwrap_or(u64::MAX),
+                    "mensageria nats: a batch's effects outlived the consumer's tempo_limite; \
+                     rolled back, its messages are redelivered later"
+                );
+                let motivo = format!(
+                    "the batch's effects took longer than {} ms; rolled back",
+                    limite.as_millis()
+                );
+                return (0..eventos)
+                    .map(|_| Veredito::Adiar {
+                        codigo: "timeout",
+                        motivo: motivo.clone(),
+                        tentar_apos: None,
+                    })
+                    .collect();
+            }
             _ = relogio.tick() => {
                 for mensagem in mensagens {
                     let _ = mensagem.ack_with(AckKind::Progress).await;

@@ -13,6 +13,7 @@
 //! The same `#[enviador]` and `#[receptor]` serve HTTP and JetStream: what changes is the
 //! resource handed to the relay and the door the receptores are fed through.
 
+mod acompanhamento;
 mod consumidor;
 mod erro;
 mod fluxo;

@@ -236,7 +236,7 @@ pub struct Executaveis<'a> {
 /// Starts `estoque`, `analise` (first: they wait for their owner) and `pedidos` as child
 /// processes — the three on one schema of their own and a JetStream stream named after it —
 /// sends `n` orders, waits until every one is reserved and analysed (or `prazo` passes), stops
-/// the three with SIGINT (graceful shutdown), deletes the stream and the schema, and returns the
+/// the three with SIGTERM (graceful shutdown), deletes the stream and the schema, and returns the
 /// counts. The services inherit
 /// this process's environment (`LOJA_SPANS` included, see [`rastreamento`]).
 pub async fn rodar(
@@ -366,7 +366,7 @@ async fn enviar_e_conferir(
     }
 }
 
-/// A service that exited before its SIGINT fails the run at once (its error is on stderr).
+/// A service that exited before its SIGTERM fails the run at once (its error is on stderr).
 fn vivos(filhos: &mut [(&str, tokio::process::Child)]) -> Result<(), Box<dyn Error>> {
     for (nome, filho) in filhos {
         if let Some(status) = filho.try_wait()? {
@@ -433,30 +433,32 @@ fn porta_livre() -> std::io::Result<u16> {
         .port())
 }
 
-/// SIGINT (the services' graceful shutdown), then SIGKILL after 15 s. A service that had to
-/// be killed, or that exited with an error, fails the run: shutting down is part of the check.
+/// SIGTERM (what systemd and Kubernetes send: the services' graceful shutdown), then SIGKILL
+/// after 15 s. A service that had to be killed, or that exited with an error, fails the run:
+/// shutting down is part of the check.
 async fn parar(nome: &str, filho: &mut tokio::process::Child) -> Result<(), String> {
     if let Some(pid) = filho.id() {
         let _ = tokio::process::Command::new("kill")
-            .args(["-INT", &pid.to_string()])
+            .args(["-TERM", &pid.to_string()])
             .status()
             .await;
     }
     match tokio::time::timeout(Duration::from_secs(15), filho.wait()).await {
         Ok(Ok(status)) if status.success() => Ok(()),
-        Ok(Ok(status)) => Err(format!("{nome} did not stop cleanly on SIGINT ({status})")),
+        Ok(Ok(status)) => Err(format!("{nome} did not stop cleanly on SIGTERM ({status})")),
         Ok(Err(erro)) => Err(format!("waiting for {nome}: {erro}")),
         Err(_) => {
             let _ = filho.kill().await;
             Err(format!(
-                "{nome} was still running 15 s after SIGINT: killed"
+                "{nome} was still running 15 s after SIGTERM: killed"
             ))
         }
     }
 }
 
 /// `pedidos`' process, after its pool is open: serves `app` on `LOJA_PORTA` with the relay
-/// already spawned, and on SIGINT stops accepting HTTP first, then shuts the relay down.
+/// already spawned, and on SIGTERM or SIGINT stops accepting HTTP first, then shuts the relay
+/// down.
 pub async fn servir_ate_sigint(
     app: mensageria_axum::axum::Router,
     relay: mensageria_core::relay::RelayHandle,
@@ -464,27 +466,24 @@ pub async fn servir_ate_sigint(
     let porta = std::env::var("LOJA_PORTA").unwrap_or_else(|_| "8080".into());
     let ouvinte = tokio::net::TcpListener::bind(format!("127.0.0.1:{porta}")).await?;
     mensageria_axum::servir(ouvinte, app)
-        .com_desligamento(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .com_desligamento(mensageria_core::desligamento::sinal())
         .await?; // 1. no new requests; those in flight answered
     relay.shutdown(Duration::from_secs(10)).await; // 2. then the relay
     Ok(())
 }
 
-/// A consuming service's process, once its consumer (and relay, if it sends) run: on SIGINT
-/// the consumer stops fetching and settles the batch it is applying, its last acks are flushed
-/// to the server, then the relay shuts down (it may still hold replies that batch enqueued).
+/// A consuming service's process, once its consumer (and relay, if it sends) run: on SIGTERM
+/// or SIGINT the consumer stops fetching, settles the batch it is applying and flushes its
+/// last acks to the server, then the relay shuts down (it may still hold replies that batch
+/// enqueued).
 pub async fn consumir_ate_sigint(
     consumidor: ConsumidorHandle,
-    js: &jetstream::Context,
     relay: Option<mensageria_core::relay::RelayHandle>,
 ) -> Result<(), Box<dyn Error>> {
-    tokio::signal::ctrl_c().await?;
-    consumidor.shutdown(Duration::from_secs(10)).await; // 1. nothing more applied
-    js.client().flush().await?; // 2. its acks reach the server
+    mensageria_core::desligamento::sinal().await;
+    consumidor.shutdown(Duration::from_secs(10)).await; // 1. nothing more applied; acks flushed
     if let Some(relay) = relay {
-        relay.shutdown(Duration::from_secs(10)).await; // 3. then the relay
+        relay.shutdown(Duration::from_secs(10)).await; // 2. then the relay
     }
     Ok(())
 }

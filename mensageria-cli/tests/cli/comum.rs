@@ -183,6 +183,7 @@ pub(crate) async fn plantar_morta_recebida_com_id(
         morta_em_ms: 0,
         traceparent: None,
         tracestate: None,
+        sequencia: Some(7),
     })
     .await;
 }

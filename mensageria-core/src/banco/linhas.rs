@@ -275,6 +275,7 @@ pub(crate) type LinhaMortaRecebida<Id> = (
     i64,
     Option<String>,
     Option<String>,
+    Option<i64>,
 );
 
 pub(crate) fn mortas_recebidas<Id>(
@@ -296,6 +297,7 @@ pub(crate) fn mortas_recebidas<Id>(
                 em,
                 traceparent,
                 tracestate,
+                sequencia,
             )| {
                 MortaRecebida {
                     app,
@@ -309,6 +311,7 @@ pub(crate) fn mortas_recebidas<Id>(
                     morta_em_ms: em,
                     traceparent,
                     tracestate,
+                    sequencia,
                 }
             },
         )
@@ -346,18 +349,49 @@ pub(crate) fn recebidas_por_app(
         .collect()
 }
 
-/// `app, tipo, transporte, visto_ha_ms`.
-pub(crate) type LinhaReceptor = (String, String, String, i64);
+/// `app, tipo, transporte, visto_ha_ms, pendentes, em_voo, reentregues, mais_antiga_ms,
+/// max_age_ms` (the last five NULL over HTTP).
+pub(crate) type LinhaReceptor = (
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
 
 pub(crate) fn receptores(linhas: Vec<LinhaReceptor>) -> Vec<crate::operacoes::ReceptorDoApp> {
     linhas
         .into_iter()
         .map(
-            |(app, tipo, transporte, visto_ha_ms)| crate::operacoes::ReceptorDoApp {
+            |(
                 app,
                 tipo,
                 transporte,
-                visto_ha_ms: visto_ha_ms.max(0),
+                visto_ha_ms,
+                pendentes,
+                em_voo,
+                reentregues,
+                antiga,
+                max_age,
+            )| {
+                let consumo = pendentes.map(|pendentes| crate::operacoes::Consumo {
+                    pendentes,
+                    em_voo: em_voo.unwrap_or(0),
+                    reentregues: reentregues.unwrap_or(0),
+                    mais_antiga_ms: antiga.unwrap_or(0),
+                    max_age_ms: max_age.unwrap_or(0),
+                });
+                crate::operacoes::ReceptorDoApp {
+                    app,
+                    tipo,
+                    transporte,
+                    visto_ha_ms: visto_ha_ms.max(0),
+                    consumo,
+                }
             },
         )
         .collect()

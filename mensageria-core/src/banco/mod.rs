@@ -435,6 +435,14 @@ pub(crate) mod interno {
             transporte: &str,
         ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
+        /// Upserts `app`'s `nats` registration of `tipo` with its lag, now.
+        fn registrar_consumidor(
+            pool: &Pool<Self>,
+            app: &str,
+            tipo: &str,
+            consumo: &crate::operacoes::Consumo,
+        ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
         /// Every row of `mensageria_receptores`, by tipo then app.
         fn receptores(
             pool: &Pool<Self>,

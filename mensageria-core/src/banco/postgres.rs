@@ -815,13 +815,41 @@ impl BancoInterno for Postgres {
         Ok(())
     }
 
+    async fn registrar_consumidor(
+        pool: &PgPool,
+        app: &str,
+        tipo: &str,
+        c: &crate::operacoes::Consumo,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO mensageria_receptores (app, tipo, transporte, pendentes, em_voo, \
+                 reentregues, mais_antiga_ms, max_age_ms) \
+             VALUES ($1, $2, 'nats', $3, $4, $5, $6, $7) \
+             ON CONFLICT (app, tipo, transporte) DO UPDATE SET visto_em = now(), \
+                 pendentes = EXCLUDED.pendentes, em_voo = EXCLUDED.em_voo, \
+                 reentregues = EXCLUDED.reentregues, mais_antiga_ms = EXCLUDED.mais_antiga_ms, \
+                 max_age_ms = EXCLUDED.max_age_ms",
+        )
+        .bind(app)
+        .bind(tipo)
+        .bind(c.pendentes)
+        .bind(c.em_voo)
+        .bind(c.reentregues)
+        .bind(c.mais_antiga_ms)
+        .bind(c.max_age_ms)
+        .execute(pool)
+        .await?;
+        Ok(())
+    }
+
     async fn receptores(
         pool: &PgPool,
     ) -> Result<Vec<crate::operacoes::ReceptorDoApp>, sqlx::Error> {
         let linhas: Vec<linhas::LinhaReceptor> = sqlx::query_as(
             "SELECT app, tipo, transporte, \
                  CAST(CAST(extract(epoch FROM now()) * 1000 AS BIGINT) \
-                     - CAST(extract(epoch FROM visto_em) * 1000 AS BIGINT) AS BIGINT) \
+                     - CAST(extract(epoch FROM visto_em) * 1000 AS BIGINT) AS BIGINT), \
+                 pendentes, em_voo, reentregues, mais_antiga_ms, max_age_ms \
              FROM mensageria_receptores ORDER BY tipo, app, transporte",
         )
         .fetch_all(pool)
@@ -966,8 +994,8 @@ impl BancoInterno for Postgres {
         let r = sqlx::query(
             "INSERT INTO mensageria_mortas_recebidas \
                  (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                  traceparent, tracestate) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                  traceparent, tracestate, sequencia) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
              ON CONFLICT (app, id_mensagem) DO NOTHING",
         )
         .bind(&morta.app)
@@ -980,6 +1008,7 @@ impl BancoInterno for Postgres {
         .bind(morta.entregas)
         .bind(&morta.traceparent)
         .bind(&morta.tracestate)
+        .bind(morta.sequencia)
         .execute(pool)
         .await?;
         Ok(r.rows_affected() == 1)
@@ -992,7 +1021,7 @@ impl BancoInterno for Postgres {
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         let linhas: Vec<linhas::LinhaMortaRecebida<uuid::Uuid>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate \
+                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate, sequencia \
              FROM mensageria_mortas_recebidas WHERE $1::text IS NULL OR app = $1 \
              ORDER BY morta_em DESC, id DESC LIMIT $2",
         )
@@ -1010,7 +1039,7 @@ impl BancoInterno for Postgres {
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         let linhas: Vec<linhas::LinhaMortaRecebida<uuid::Uuid>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate \
+                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate, sequencia \
              FROM mensageria_mortas_recebidas \
              WHERE id_mensagem = $1 AND ($2::text IS NULL OR app = $2) ORDER BY app",
         )

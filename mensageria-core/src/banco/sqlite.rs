@@ -693,11 +693,40 @@ impl BancoInterno for Sqlite {
         Ok(())
     }
 
+    async fn registrar_consumidor(
+        pool: &SqlitePool,
+        app: &str,
+        tipo: &str,
+        c: &crate::operacoes::Consumo,
+    ) -> Result<(), sqlx::Error> {
+        let sql = format!(
+            "INSERT INTO mensageria_receptores (app, tipo, transporte, pendentes, em_voo, \
+                 reentregues, mais_antiga_ms, max_age_ms) \
+             VALUES ($1, $2, 'nats', $3, $4, $5, $6, $7) \
+             ON CONFLICT (app, tipo, transporte) DO UPDATE SET visto_em = {AGORA}, \
+                 pendentes = excluded.pendentes, em_voo = excluded.em_voo, \
+                 reentregues = excluded.reentregues, mais_antiga_ms = excluded.mais_antiga_ms, \
+                 max_age_ms = excluded.max_age_ms"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(app)
+            .bind(tipo)
+            .bind(c.pendentes)
+            .bind(c.em_voo)
+            .bind(c.reentregues)
+            .bind(c.mais_antiga_ms)
+            .bind(c.max_age_ms)
+            .execute(pool)
+            .await?;
+        Ok(())
+    }
+
     async fn receptores(
         pool: &SqlitePool,
     ) -> Result<Vec<crate::operacoes::ReceptorDoApp>, sqlx::Error> {
         let sql = format!(
-            "SELECT app, tipo, transporte, {AGORA} - visto_em \
+            "SELECT app, tipo, transporte, {AGORA} - visto_em, \
+                 pendentes, em_voo, reentregues, mais_antiga_ms, max_age_ms \
              FROM mensageria_receptores ORDER BY tipo, app, transporte"
         );
         let linhas: Vec<linhas::LinhaReceptor> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -828,8 +857,8 @@ impl BancoInterno for Sqlite {
         let r = sqlx::query(
             "INSERT INTO mensageria_mortas_recebidas \
                  (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                  traceparent, tracestate) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                  traceparent, tracestate, sequencia) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
              ON CONFLICT (app, id_mensagem) DO NOTHING",
         )
         .bind(&morta.app)
@@ -842,6 +871,7 @@ impl BancoInterno for Sqlite {
         .bind(morta.entregas)
         .bind(&morta.traceparent)
         .bind(&morta.tracestate)
+        .bind(morta.sequencia)
         .execute(pool)
         .await?;
         Ok(r.rows_affected() == 1)
@@ -855,7 +885,7 @@ impl BancoInterno for Sqlite {
         // The message id is stored as text here.
         let linhas: Vec<linhas::LinhaMortaRecebida<String>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                     morta_em, traceparent, tracestate \
+                     morta_em, traceparent, tracestate, sequencia \
                  FROM mensageria_mortas_recebidas WHERE $1 IS NULL OR app = $1 \
                  ORDER BY morta_em DESC, id DESC LIMIT $2",
         )
@@ -876,7 +906,7 @@ impl BancoInterno for Sqlite {
         // The message id is stored as text here; it is the one asked for.
         let linhas: Vec<linhas::LinhaMortaRecebida<String>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 morta_em, traceparent, tracestate \
+                 morta_em, traceparent, tracestate, sequencia \
              FROM mensageria_mortas_recebidas \
              WHERE id_mensagem = $1 AND ($2 IS NULL OR app = $2) ORDER BY app",
         )

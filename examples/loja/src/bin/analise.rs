@@ -49,5 +49,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .spawn()
         .await?;
     // No enviador: no relay to run.
-    loja::consumir_ate_sigint(consumidor, &js, None).await
+    loja::consumir_ate_sigint(consumidor, None).await
 }

@@ -66,5 +66,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let relay = Relay::new(pool_do_relay, config)
         .recurso(loja::destino()?)
         .spawn()?;
-    loja::consumir_ate_sigint(consumidor, &js, Some(relay)).await
+    loja::consumir_ate_sigint(consumidor, Some(relay)).await
 }

@@ -1,0 +1,200 @@
+//! Watching a receiving app's durables while it consumes: every few seconds, each lane's durable
+//! is asked for its state. A durable deleted under the running consumer is recreated at once (it
+//! starts again from the stream's first message: the receptor's dedup absorbs what was applied);
+//! a stream that is gone is said at ERROR every 30 s while it stays gone, never a silent stall.
+//! The lag of each tipo (its lanes summed: waiting, in flight, redelivered, the oldest unsettled
+//! message's age against the stream's `max_age`) goes to the metrics and, with the app's
+//! registration, to `mensageria_receptores`, where `status` and `doctor` read it.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::pull;
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
+use async_nats::jetstream::stream::Stream;
+use mensageria_core::Banco;
+use mensageria_core::operacoes::{self, Consumo};
+use mensageria_core::sqlx::Pool;
+use tokio_util::sync::CancellationToken;
+
+/// How often a problem that persists is said again.
+const REPETIR_AVISO: Duration = Duration::from_secs(30);
+
+/// One lane's durable, as the consumer created it.
+pub(crate) struct Vigiada {
+    pub(crate) tipo: &'static str,
+    pub(crate) duravel: String,
+    pub(crate) assunto: String,
+    pub(crate) config: pull::Config,
+}
+
+/// The watcher of one receiving app's durables.
+pub(crate) struct Acompanhamento<DB: Banco> {
+    pub(crate) pool: Pool<DB>,
+    pub(crate) fluxo: Stream,
+    pub(crate) app: String,
+    pub(crate) vigiadas: Vec<Vigiada>,
+    pub(crate) max_age: Duration,
+    pub(crate) intervalo: Duration,
+}
+
+impl<DB: Banco> Acompanhamento<DB> {
+    pub(crate) async fn rodar(self, cancelar: CancellationToken) {
+        let mut avisado: Option<tokio::time::Instant> = None;
+        loop {
+            let problema = self.verificar().await;
+            match problema {
+                Some(problema)
+                    if avisado.is_none_or(|quando| quando.elapsed() >= REPETIR_AVISO) =>
+                {
+                    avisado = Some(tokio::time::Instant::now());
+                    tracing::error!(app = %self.app, stream = %self.fluxo.cached_info().config.name, error = %problema, "mensageria nats: {problema}");
+                }
+                Some(_) => {}
+                None => avisado = None,
+            }
+            tokio::select! {
+                _ = cancelar.cancelled() => return,
+                _ = tokio::time::sleep(self.intervalo) => {}
+            }
+        }
+    }
+
+    /// One round: each durable checked (recreated when gone), each tipo's lag recorded. The
+    /// problem that keeps consuming from working, if any.
+    async fn verificar(&self) -> Option<String> {
+        let mut problema = None;
+        let mut por_tipo: Vec<(&'static str, Consumo)> = Vec::new();
+        for vigiada in &self.vigiadas {
+            let consumo = match self.fluxo.consumer_info(&vigiada.duravel).await {
+                Ok(info) => {
+                    let mais_antiga = if info.num_pending + info.num_ack_pending as u64 > 0 {
+                        self.idade_da_mais_antiga(vigiada, info.ack_floor.stream_sequence)
+                            .await
+                    } else {
+                        Duration::ZERO
+                    };
+                    Consumo::new(
+                        i64::try_from(info.num_pending).unwrap_or(i64::MAX),
+                        i64::try_from(info.num_ack_pending).unwrap_or(i64::MAX),
+                        i64::try_from(info.num_redelivered).unwrap_or(i64::MAX),
+                        ms(mais_antiga),
+                        ms(self.max_age),
+                    )
+                }
+                Err(erro) if erro.kind() == ConsumerInfoErrorKind::NotFound => {
+                    self.recriar(vigiada).await;
+                    continue;
+                }
+                Err(erro) if erro.kind() == ConsumerInfoErrorKind::StreamNotFound => {
+                    return Some(
+                        "the stream is gone: nothing is consumed until it is back; create it \
+                         (`Fluxo::garantir`) and the durables are recreated"
+                            .to_owned(),
+                    );
+                }
+                Err(erro) => {
+                    problema = Some(format!(
+                        "could not read durable `{}`: {erro}",
+                        vigiada.duravel
+                    ));
+                    continue;
+                }
+            };
+            match por_tipo.iter_mut().find(|(tipo, _)| *tipo == vigiada.tipo) {
+                Some((_, soma)) => somar(soma, &consumo),
+                None => por_tipo.push((vigiada.tipo, consumo)),
+            }
+        }
+        for (tipo, consumo) in &por_tipo {
+            self.registrar(tipo, consumo).await;
+        }
+        problema
+    }
+
+    /// The age of the oldest message of a lane not settled yet: the first message of its
+    /// subject after the ack floor (every earlier one is settled), by its UUIDv7 id.
+    async fn idade_da_mais_antiga(&self, vigiada: &Vigiada, piso: u64) -> Duration {
+        let mensagem = self
+            .fluxo
+            .raw_message_builder()
+            .sequence(piso + 1)
+            .next_by_subject(vigiada.assunto.clone())
+            .send()
+            .await;
+        let Ok(mensagem) = mensagem else {
+            return Duration::ZERO;
+        };
+        mensagem
+            .headers
+            .get("Nats-Msg-Id")
+            .and_then(|id| uuid::Uuid::parse_str(id.as_str()).ok())
+            .and_then(crate::consumidor::idade_do_id)
+            .unwrap_or_default()
+    }
+
+    /// A durable deleted under the running consumer: created again, said at ERROR.
+    async fn recriar(&self, vigiada: &Vigiada) {
+        match self
+            .fluxo
+            .get_or_create_consumer(&vigiada.duravel, vigiada.config.clone())
+            .await
+        {
+            Ok(_) => {
+                metrics::counter!(
+                    "mensageria_consumer_recreated_total",
+                    "app" => self.app.clone(),
+                    "tipo" => vigiada.tipo
+                )
+                .increment(1);
+                tracing::error!(
+                    app = %self.app,
+                    tipo = vigiada.tipo,
+                    duravel = %vigiada.duravel,
+                    "mensageria nats: the durable consumer was deleted while this app consumed; \
+                     recreated it (it starts again from the stream's first message: the \
+                     receptor's dedup absorbs what was applied)"
+                );
+            }
+            Err(erro) => tracing::error!(
+                app = %self.app,
+                tipo = vigiada.tipo,
+                duravel = %vigiada.duravel,
+                error = %erro,
+                "mensageria nats: the durable consumer was deleted and could not be recreated; \
+                 retrying"
+            ),
+        }
+    }
+
+    /// The tipo's lag to the metrics and to the app's registration.
+    async fn registrar(&self, tipo: &'static str, consumo: &Consumo) {
+        let rotulos = [("app", self.app.clone()), ("tipo", tipo.to_owned())];
+        metrics::gauge!("mensageria_consumer_pending", &rotulos).set(consumo.pendentes as f64);
+        metrics::gauge!("mensageria_consumer_ack_pending", &rotulos).set(consumo.em_voo as f64);
+        metrics::gauge!("mensageria_consumer_redelivered", &rotulos)
+            .set(consumo.reentregues as f64);
+        metrics::gauge!("mensageria_consumer_oldest_age_seconds", &rotulos)
+            .set(consumo.mais_antiga_ms as f64 / 1000.0);
+        metrics::gauge!("mensageria_stream_max_age_seconds", &rotulos)
+            .set(consumo.max_age_ms as f64 / 1000.0);
+        if let Err(erro) =
+            operacoes::registrar_consumidor(&self.pool, &self.app, tipo, consumo).await
+        {
+            tracing::debug!(app = %self.app, tipo, error = %erro, "mensageria nats: could not record the consumer's registration");
+        }
+    }
+}
+
+fn somar(soma: &mut Consumo, outro: &Consumo) {
+    *soma = Consumo::new(
+        soma.pendentes + outro.pendentes,
+        soma.em_voo + outro.em_voo,
+        soma.reentregues + outro.reentregues,
+        soma.mais_antiga_ms.max(outro.mais_antiga_ms),
+        soma.max_age_ms,
+    );
+}
+
+fn ms(duracao: Duration) -> i64 {
+    i64::try_from(duracao.as_millis()).unwrap_or(i64::MAX)
+}
