@@ -46,10 +46,12 @@ async fn publicar_lancamento(evento: Lancamento, ctx: &ContextoEnvio) -> Result<
 /// How many times a `lento` event's function ran (committed or rolled back).
 static RODADAS_LENTAS: AtomicU64 = AtomicU64::new(0);
 
-/// What the receptor does before its effect: refuse `veneno` for good, take 150 ms for `lento`.
+/// What the receptor does before its effect: refuse `veneno` for good, take 150 ms for `lento`,
+/// fail `sempre` temporarily every time (a dependency that never comes back).
 async fn antes_do_efeito(evento: &Lancamento) -> Result<(), Rejeicao> {
     match evento.marca.as_str() {
         "veneno" => Err(Rejeicao::permanente("poison: never applicable")),
+        "sempre" => Err(Rejeicao::temporaria("a dependency that never comes back")),
         "lento" => {
             RODADAS_LENTAS.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(150)).await;
@@ -213,7 +215,8 @@ async fn produzir(pool: &PgPool, n: i64, marca: &str) {
         n,
         marca: marca.to_owned(),
     };
-    bancada::produzir(pool, n, marca == "veneno", &evento)
+    // What can never be applied ends in the dead letters: the ledger expects it there.
+    bancada::produzir(pool, n, matches!(marca, "veneno" | "sempre"), &evento)
         .await
         .unwrap();
 }
@@ -639,4 +642,255 @@ async fn parada_graciosa_nao_deixa_mensagem_sem_liquidar() {
     );
     js.delete_stream(fluxo.nome()).await.unwrap();
     analise.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn falha_sem_fim_termina_morta_no_limite() {
+    // 1 event in 10 fails temporarily forever: each is given up at its 3rd delivery into the
+    // receiving side's dead letters (`gave_up`), never retried forever, never dropped.
+    let js = bancada::conectar(&bancada::url_compartilhada()).await;
+    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
+    let (emissor, envio) = emissor().await;
+    let (fiscal, recepcao) = receptor_pg().await;
+    let config = config_consumidor("fiscal")
+        .com_max_entregas(3)
+        .com_backoff(Duration::from_millis(20), Duration::from_millis(100));
+    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
+    let relay = Relay::new(envio.clone(), config_relay())
+        .recurso(Publicador::new(js.clone(), &fluxo))
+        .spawn()
+        .unwrap();
+    for n in 0..200 {
+        produzir(&envio, n, if n % 10 == 3 { "sempre" } else { "normal" }).await;
+    }
+    esperar_saida_vazia(&envio, 30).await;
+    let razao = Razao::ler(&emissor.pool).await;
+    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
+    esperar_valor(
+        "the failing events kept",
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || contar(&recepcao, "mensageria_mortas_recebidas"),
+        |&mortas| mortas as usize >= razao.veneno().len(),
+    )
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    let motivos = mensageria_core::operacoes::mortas_recebidas(&recepcao, Some("fiscal"), 100)
+        .await
+        .unwrap();
+    let entregas: Vec<i64> = motivos.iter().map(|m| m.entregas).collect();
+    println!(
+        "failing forever (1 in 10), max_entregas 3: {contas}; deliveries of each: {entregas:?}"
+    );
+    contas.afirmar();
+    assert_eq!(contas.veneno, 20);
+    assert!(
+        motivos
+            .iter()
+            .all(|m| m.motivo.starts_with("gave_up") && m.entregas == 3)
+    );
+    js.delete_stream(fluxo.nome()).await.unwrap();
+    emissor.descartar().await;
+    fiscal.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duravel_apagado_com_produtores_nada_perdido() {
+    // The receiving app's durable is deleted while producers commit every ~5 ms: the consumer
+    // recreates it (from the stream's first message) and every event is applied once.
+    let js = bancada::conectar(&bancada::url_compartilhada()).await;
+    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
+    let (emissor, envio) = emissor().await;
+    let (fiscal, recepcao) = receptor_pg().await;
+    let config =
+        config_consumidor("fiscal").com_intervalo_de_verificacao(Duration::from_millis(250));
+    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
+    let relay = Relay::new(envio.clone(), config_relay())
+        .recurso(Publicador::new(js.clone(), &fluxo))
+        .spawn()
+        .unwrap();
+    let produtores = Produtores::iniciar(envio.clone(), |_| "normal");
+    esperar_valor(
+        "some events applied",
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || aplicadas(&recepcao),
+        |&n| n >= 100,
+    )
+    .await;
+    let stream = js.get_stream(fluxo.nome()).await.unwrap();
+    let duravel = "fiscal__faltas_2elancamento";
+    stream.delete_consumer(duravel).await.unwrap();
+    let apagado = Instant::now();
+    esperar_valor(
+        "the durable recreated",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async { stream.consumer_info(duravel).await.is_ok() },
+        |&existe| existe,
+    )
+    .await;
+    let recriado = apagado.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let commitadas = produtores.parar().await;
+    esperar_saida_vazia(&envio, 30).await;
+    let razao = Razao::ler(&emissor.pool).await;
+    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    println!(
+        "durable deleted mid-run ({commitadas} committed): recreated {recriado:?} after; {contas}"
+    );
+    contas.afirmar();
+    js.delete_stream(fluxo.nome()).await.unwrap();
+    emissor.descartar().await;
+    fiscal.descartar().await;
+}
+
+/// A stream of this test's own whose messages live `max_age`.
+async fn fluxo_efemero(js: &jetstream::Context, max_age: Duration) -> Fluxo {
+    let sufixo = uuid::Uuid::now_v7().simple().to_string();
+    Fluxo::new(format!("E{sufixo}"), format!("e{sufixo}"))
+        .unwrap()
+        .com_janela_de_duplicatas(Duration::from_millis(500))
+        .com_idade_maxima(max_age)
+        .garantir(js)
+        .await
+        .unwrap()
+}
+
+/// Waits until the stream has deleted every message it held (its `max_age` passed).
+async fn esperar_fluxo_vazio(js: &jetstream::Context, fluxo: &Fluxo) {
+    esperar_valor(
+        "the stream's max_age deleted its messages",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || bancada::mensagens_no_fluxo(js, fluxo),
+        |&mensagens| mensagens == 0,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_fora_mais_que_max_age_registra_o_que_perdeu() {
+    // A receiving app stopped while 30 events are published to a stream whose max_age (3 s) is
+    // shorter than its absence: the stream deletes them before the app sees them. At its restart
+    // the app finds the gap in its durable and keeps one dead letter naming the stream sequences
+    // deleted (which of them were its tipo's cannot be known): nothing vanishes unrecorded.
+    let js = bancada::conectar(&bancada::url_compartilhada()).await;
+    let fluxo = fluxo_efemero(&js, Duration::from_secs(3)).await;
+    let (emissor, envio) = emissor().await;
+    let (fiscal, recepcao) = receptor_pg().await;
+    let config =
+        || config_consumidor("fiscal").com_intervalo_de_verificacao(Duration::from_millis(200));
+    let consumidor = consumir(&recepcao, &js, &fluxo, config()).await;
+    let relay = Relay::new(envio.clone(), config_relay())
+        .recurso(Publicador::new(js.clone(), &fluxo))
+        .spawn()
+        .unwrap();
+    for n in 0..30 {
+        produzir(&envio, n, "normal").await;
+    }
+    bancada::esperar_aplicadas(&recepcao, 30, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // one more registration
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    for n in 30..60 {
+        produzir(&envio, n, "normal").await;
+    }
+    esperar_saida_vazia(&envio, 30).await;
+    esperar_fluxo_vazio(&js, &fluxo).await;
+    let consumidor = consumir(&recepcao, &js, &fluxo, config()).await;
+    let mortas = esperar_valor(
+        "the gap recorded",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            mensageria_core::operacoes::mortas_recebidas(&recepcao, Some("fiscal"), 10)
+                .await
+                .unwrap()
+        },
+        |mortas| !mortas.is_empty(),
+    )
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let razao = Razao::ler(&emissor.pool).await;
+    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    let faixa: serde_json::Value = serde_json::from_str(&mortas[0].payload).unwrap();
+    println!(
+        "app away past a 3 s max_age: {contas}; recorded: {} {}",
+        mortas[0].motivo, mortas[0].payload
+    );
+    assert_eq!(mortas.len(), 1);
+    assert!(
+        mortas[0].motivo.starts_with("possibly_expired"),
+        "{}",
+        mortas[0].motivo
+    );
+    assert_eq!(faixa["expired_sequences"], serde_json::json!([31, 60]));
+    assert_eq!(
+        (
+            contas.aplicadas,
+            contas.perdidas,
+            contas.duas_vezes,
+            contas.inesperadas
+        ),
+        (30, 30, 0, 0)
+    );
+    js.delete_stream(fluxo.nome()).await.unwrap();
+    emissor.descartar().await;
+    fiscal.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expirada_esperando_reentrega_vira_morta() {
+    // A message nak'd with a delay longer than what is left of its life in the stream (max_age
+    // 2 s, retry after 5-10 s): the stream deletes it while it waits, and the consumer keeps it,
+    // payload and last error, in its dead letters (`expired`). The others are applied once.
+    let js = bancada::conectar(&bancada::url_compartilhada()).await;
+    let fluxo = fluxo_efemero(&js, Duration::from_secs(2)).await;
+    let (emissor, envio) = emissor().await;
+    let (fiscal, recepcao) = receptor_pg().await;
+    let config = config_consumidor("fiscal")
+        .com_backoff(Duration::from_secs(10), Duration::from_secs(10))
+        .com_intervalo_de_verificacao(Duration::from_millis(200));
+    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
+    let relay = Relay::new(envio.clone(), config_relay())
+        .recurso(Publicador::new(js.clone(), &fluxo))
+        .spawn()
+        .unwrap();
+    for n in 0..20 {
+        produzir(&envio, n, if n % 5 == 0 { "sempre" } else { "normal" }).await;
+    }
+    esperar_saida_vazia(&envio, 30).await;
+    let razao = Razao::ler(&emissor.pool).await;
+    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
+    esperar_valor(
+        "the expired messages kept",
+        Duration::from_secs(15),
+        Duration::from_millis(50),
+        || contar(&recepcao, "mensageria_mortas_recebidas"),
+        |&mortas| mortas as usize >= razao.veneno().len(),
+    )
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    let mortas = mensageria_core::operacoes::mortas_recebidas(&recepcao, Some("fiscal"), 100)
+        .await
+        .unwrap();
+    println!("expired while waiting for a redelivery (max_age 2 s): {contas}");
+    contas.afirmar();
+    assert_eq!(contas.veneno, 4);
+    assert!(
+        mortas
+            .iter()
+            .all(|m| m.motivo.starts_with("expired") && m.payload.contains("sempre"))
+    );
+    js.delete_stream(fluxo.nome()).await.unwrap();
+    emissor.descartar().await;
+    fiscal.descartar().await;
 }

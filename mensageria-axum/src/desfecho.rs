@@ -282,10 +282,15 @@ impl Desfecho {
     }
 
     /// Counts it in `mensageria_received_total` when its kind is counted there.
-    pub(crate) fn contar(&self, tipo: &'static str) {
+    pub(crate) fn contar(&self, app: &str, tipo: &'static str) {
         if let Some(resultado) = self.caso().metrica() {
-            metrics::counter!("mensageria_received_total", "tipo" => tipo, "resultado" => resultado)
-                .increment(1);
+            metrics::counter!(
+                "mensageria_received_total",
+                "app" => app.to_owned(),
+                "tipo" => tipo,
+                "resultado" => resultado
+            )
+            .increment(1);
         }
     }
 
@@ -367,7 +372,7 @@ impl IntoResponse for Desfecho {
 /// committed: its age, from the enqueue instant its UUIDv7 message id carries (the sender's
 /// clock) to now (this receiver's clock). An id without a timestamp records nothing; a negative
 /// age (clocks apart) records 0.
-pub(crate) fn atraso_do_efeito(tipo: &'static str, id: uuid::Uuid) {
+pub(crate) fn atraso_do_efeito(app: &str, tipo: &'static str, id: uuid::Uuid) {
     let Some((segundos, nanos)) = id.get_timestamp().map(|t| t.to_unix()) else {
         return;
     };
@@ -375,7 +380,7 @@ pub(crate) fn atraso_do_efeito(tipo: &'static str, id: uuid::Uuid) {
     let idade = std::time::SystemTime::now()
         .duration_since(enfileirada)
         .unwrap_or_default();
-    metrics::histogram!("mensageria_effect_lag_seconds", "tipo" => tipo)
+    metrics::histogram!("mensageria_effect_lag_seconds", "app" => app.to_owned(), "tipo" => tipo)
         .record(idade.as_secs_f64());
 }
 

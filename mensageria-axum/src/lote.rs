@@ -295,7 +295,7 @@ async fn responder<R: Receptor>(
         .iter()
         .zip(resultados)
         .map(|(evento, desfecho)| {
-            desfecho.contar(R::TIPO);
+            desfecho.contar(&estado.config.app, R::TIPO);
             resultado(evento.id, &desfecho)
         })
         .collect();

@@ -88,7 +88,7 @@ pub fn descrever() {
     describe_counter!(
         "mensageria_received_total",
         Unit::Count,
-        "Receptor outcomes (labels tipo, resultado: applied, duplicate, rejected, temporary, panic)"
+        "Receptor outcomes (labels app, tipo, resultado: applied, duplicate, rejected, temporary, panic)"
     );
     describe_histogram!(
         "mensageria_claim_seconds",
@@ -103,7 +103,7 @@ pub fn descrever() {
     describe_histogram!(
         "mensageria_effect_lag_seconds",
         Unit::Seconds,
-        "Enqueue (the message id's UUIDv7) to the receptor's commit, measured at commit, applied events only (label tipo)"
+        "Enqueue (the message id's UUIDv7) to the receptor's commit, measured at commit, applied events only (labels app, tipo)"
     );
     describe_gauge!(
         "mensageria_backlog",
@@ -114,5 +114,40 @@ pub fn descrever() {
         "mensageria_backlog_oldest_age_seconds",
         Unit::Seconds,
         "Age of the tipo's oldest row in the saída, measured with the relay's heartbeat (label tipo)"
+    );
+    describe_gauge!(
+        "mensageria_consumer_pending",
+        Unit::Count,
+        "Messages of the tipo in the stream waiting for the receiving app's JetStream consumer (labels app, tipo)"
+    );
+    describe_gauge!(
+        "mensageria_consumer_ack_pending",
+        Unit::Count,
+        "Messages delivered to the consumer and not settled yet (labels app, tipo)"
+    );
+    describe_gauge!(
+        "mensageria_consumer_redelivered",
+        Unit::Count,
+        "Messages the server delivered to the consumer more than once (labels app, tipo)"
+    );
+    describe_gauge!(
+        "mensageria_consumer_oldest_age_seconds",
+        Unit::Seconds,
+        "Age of the oldest message the consumer has not settled, 0 when none waits (labels app, tipo)"
+    );
+    describe_gauge!(
+        "mensageria_stream_max_age_seconds",
+        Unit::Seconds,
+        "The stream's max_age the consumer reads from: past it a message is deleted, applied or not (labels app, tipo)"
+    );
+    describe_counter!(
+        "mensageria_consumer_expired_total",
+        Unit::Count,
+        "Messages the stream deleted before the consumer settled them, each kept as a receiving-side dead letter (labels app, tipo)"
+    );
+    describe_counter!(
+        "mensageria_consumer_recreated_total",
+        Unit::Count,
+        "Durable consumers recreated after they were deleted under the running consumer (labels app, tipo)"
     );
 }

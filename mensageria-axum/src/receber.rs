@@ -29,8 +29,9 @@ pub(crate) async fn receber<R: Receptor>(
     pedido: Request,
 ) -> Response {
     let id_pedido = id_do_pedido(pedido.headers());
+    let app = std::sync::Arc::clone(&estado.config);
     let (Ok(desfecho) | Err(desfecho)) = responder::<R>(estado, pedido, &id_pedido).await;
-    desfecho.contar(R::TIPO);
+    desfecho.contar(&app.app, R::TIPO);
     let mut resposta = desfecho.into_response();
     if let Ok(valor) = HeaderValue::from_str(&id_pedido) {
         resposta.headers_mut().insert("x-request-id", valor);
@@ -112,7 +113,7 @@ async fn responder<R: Receptor>(
     match resultado.instrument(span).await? {
         Resultado::Aplicado => {
             if let Some(id) = id_mensagem {
-                atraso_do_efeito(R::TIPO, id);
+                atraso_do_efeito(&estado.config.app, R::TIPO, id);
             }
             Ok(Desfecho::Aplicado {
                 tipo: R::TIPO,

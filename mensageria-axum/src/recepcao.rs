@@ -163,7 +163,7 @@ pub async fn aplicar<R: Receptor>(
         .await
         .iter()
         .map(|desfecho| {
-            desfecho.contar(R::TIPO);
+            desfecho.contar(app, R::TIPO);
             Veredito::de(desfecho)
         })
         .collect()
@@ -300,7 +300,7 @@ pub(crate) async fn aplicar_lote<R: Receptor>(
         .map(|(evento, desfecho)| {
             let desfecho = desfecho.unwrap_or(Desfecho::BancoIndisponivel);
             if matches!(desfecho, Desfecho::Aplicado { .. }) {
-                crate::desfecho::atraso_do_efeito(R::TIPO, evento.id);
+                crate::desfecho::atraso_do_efeito(app, R::TIPO, evento.id);
             }
             desfecho
         })

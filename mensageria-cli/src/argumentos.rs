@@ -61,8 +61,15 @@ pub(crate) enum Comando {
     /// the tipo's dead letters (`mortas listar --tipo`); RECEIVED DEAD, events of the tipo that a
     /// broker consumer's receptor refused for good, every receiving app's (`mortas-recebidas
     /// listar`); CLAIMED BY, the apps whose relay sends the tipo; LAST SEEN, when each last said
-    /// so. With --json, the same figures under the keys of the "JSON output" table in the guide's
-    /// operating chapter (docs/guide/src/operating.md).
+    /// so.
+    ///
+    /// Then the receiving apps registered on this schema (each says so every 15 s at most): its
+    /// tipo and transport (`http`, `nats`), LAST SEEN (`!`: over a minute ago, it is not
+    /// running), and for a JetStream consumer its lag as it last measured it: WAITING (messages
+    /// in the stream not delivered to it yet), IN FLIGHT (delivered, not settled), REDELIVERED,
+    /// OLDEST (its oldest unsettled message; `!`: over half the stream's max age, past which the
+    /// stream deletes it) and MAX AGE. With --json, the same figures under the keys of the "JSON
+    /// output" table in the guide's operating chapter (docs/guide/src/operating.md).
     Status,
     /// Dead letters: list, show, replay, discard.
     Mortas {
@@ -283,6 +290,16 @@ pub(crate) enum AcaoRecebidas {
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..))]
         lote: i64,
         /// Do not ask: yes, give them.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Forget a retired receiving app's registrations (so `doctor` stops calling it silent);
+    /// its dedup records and dead letters stay.
+    Esquecer {
+        /// The receiving app.
+        #[arg(long)]
+        app: String,
+        /// Do not ask: yes, forget it.
         #[arg(long, short = 'y')]
         yes: bool,
     },

@@ -117,6 +117,13 @@ enum Codigo {
     /// this schema: which app applied which key is not known until an operator says so.
     #[serde(rename = "unowned-dedup-records")]
     RecebidasSemDono,
+    /// A registered receiving app has not said it runs for over a minute.
+    #[serde(rename = "receiver-silent")]
+    ReceptorSilencioso,
+    /// A JetStream consumer's oldest unsettled message has waited over half the stream's
+    /// max_age: past it the stream deletes it, applied or not.
+    #[serde(rename = "consumer-near-expiry")]
+    ConsumidorPertoDeExpirar,
 }
 
 impl Relatorio for Diagnostico {
@@ -207,6 +214,7 @@ pub(crate) async fn executar(
     };
     if aplicada.is_some_and(|v| v >= por_app) {
         verificar_recebidas_sem_dono(conexao, &mut d).await?;
+        verificar_receptores(conexao, &args, &mut d).await?;
     }
     verificar_retidas(conexao, &claimants, &mut d).await?;
     verificar_retencao(&args, &mut d);
@@ -601,6 +609,84 @@ fn verificar_tentativas(
 
 /// The schema version that brought `mensageria_mortas_recebidas`.
 const VERSAO_DAS_MORTAS_RECEBIDAS: i64 = 4;
+
+/// The receiving apps' registrations: one silent for over a minute is not running (events for
+/// it wait: in its durable through JetStream, in the senders' saídas over HTTP); a JetStream
+/// consumer whose oldest unsettled message has waited over half the stream's max_age is about
+/// to lose it; with `--max-pending-age`, a consumer's oldest message is judged as the saída's.
+async fn verificar_receptores(
+    conexao: &Conexao,
+    args: &ArgsDoctor,
+    d: &mut Diagnostico,
+) -> Result<(), ErroCli> {
+    let receptores = nos_dois!(conexao, pool => operacoes::receptores(pool).await?);
+    for r in receptores.into_iter().map(crate::status::Recebedor::de) {
+        if r.silent {
+            d.problemas.push(Problema {
+                codigo: Codigo::ReceptorSilencioso,
+                tipo: Some(r.tipo.clone()),
+                apps: vec![r.app.clone()],
+                mensagem: format!(
+                    "receiving app `{}` has not said it receives `{}` ({}) for {}: it is not \
+                     running, and events for it wait{}; start it, or, if it was retired, \
+                     `mensageria recebidas esquecer --app {}`",
+                    r.app,
+                    r.tipo,
+                    r.transport,
+                    humana_ms(r.last_seen_ago_ms),
+                    if r.transport == "nats" {
+                        format!(
+                            " in its durable consumer (last seen with {} waiting, the oldest {} old)",
+                            r.pending.unwrap_or(0),
+                            humana_ms(r.oldest_age_ms.unwrap_or(0))
+                        )
+                    } else {
+                        " in the senders' saídas".to_owned()
+                    },
+                    r.app
+                ),
+            });
+        }
+        if r.near_expiry {
+            d.problemas.push(Problema {
+                codigo: Codigo::ConsumidorPertoDeExpirar,
+                tipo: Some(r.tipo.clone()),
+                apps: vec![r.app.clone()],
+                mensagem: format!(
+                    "receiving app `{}`'s oldest unsettled `{}` message has waited {}, over half \
+                     the stream's max_age ({}): past it the stream deletes it, applied or not; \
+                     see why in the app's log ({} in flight, {} redelivered)",
+                    r.app,
+                    r.tipo,
+                    humana_ms(r.oldest_age_ms.unwrap_or(0)),
+                    humana_ms(r.max_age_ms.unwrap_or(0)),
+                    r.in_flight.unwrap_or(0),
+                    r.redelivered.unwrap_or(0)
+                ),
+            });
+        }
+        if let (Some(limite), Some(idade)) = (args.max_pending_age, r.oldest_age_ms)
+            && idade > i64::try_from(limite.as_millis()).unwrap_or(i64::MAX)
+        {
+            d.problemas.push(Problema {
+                codigo: Codigo::PendenteVelha,
+                tipo: Some(r.tipo.clone()),
+                apps: vec![r.app.clone()],
+                mensagem: format!(
+                    "receiving app `{}`'s JetStream consumer has a `{}` message unsettled for {}, \
+                     over --max-pending-age {} ({} waiting, {} in flight)",
+                    r.app,
+                    r.tipo,
+                    humana_ms(idade),
+                    humana(limite),
+                    r.pending.unwrap_or(0),
+                    r.in_flight.unwrap_or(0)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
 
 /// The schema versions from which dedup records have an app and receiving apps register.
 const VERSAO_DAS_RECEBIDAS_POR_APP_PG: i64 = 10;

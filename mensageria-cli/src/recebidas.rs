@@ -132,6 +132,23 @@ impl Relatorio for Adocao {
     }
 }
 
+/// What `recebidas esquecer` did.
+#[derive(Debug, Serialize)]
+struct Esquecido {
+    app: String,
+    /// Registrations removed.
+    registrations_removed: u64,
+}
+
+impl Relatorio for Esquecido {
+    fn humano(&self) -> String {
+        format!(
+            "forgot receiving app {} ({} registration(s)); its dedup records and dead letters stay",
+            self.app, self.registrations_removed
+        )
+    }
+}
+
 /// Runs `recebidas ...`.
 pub(crate) async fn executar(
     conexao: &Conexao,
@@ -190,6 +207,24 @@ pub(crate) async fn executar(
                     apps,
                     tipo,
                     adopted: adotadas,
+                },
+                json,
+            );
+        }
+        AcaoRecebidas::Esquecer { app, yes } => {
+            let pergunta = format!(
+                "forget receiving app {}'s registrations (its dedup records stay)? [y/N] ",
+                escapar(&app)
+            );
+            if !yes && !confirmar(&pergunta)? {
+                return Err(ErroCli::NaoConfirmado { opcao: "--yes" });
+            }
+            let removidas =
+                nos_dois!(conexao, pool => operacoes::esquecer_receptor(pool, &app).await?);
+            imprimir(
+                &Esquecido {
+                    app,
+                    registrations_removed: removidas,
                 },
                 json,
             );

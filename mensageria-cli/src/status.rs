@@ -28,6 +28,57 @@ const FAIXAS: [(&str, i64, i64); 6] = [
 #[derive(Debug, Serialize)]
 struct Status {
     tipos: Vec<StatusDoTipo>,
+    /// The receiving apps registered on this schema (`mensageria_receptores`), with a JetStream
+    /// consumer's lag as it last measured it.
+    receivers: Vec<Recebedor>,
+}
+
+/// A receiving app's registration of one tipo and transport.
+#[derive(Debug, Serialize)]
+pub(crate) struct Recebedor {
+    pub(crate) app: String,
+    pub(crate) tipo: String,
+    /// `http` (a router's receptor) or `nats` (a JetStream consumer).
+    pub(crate) transport: String,
+    /// When it last said it runs (every 15 s over HTTP, every check through JetStream).
+    pub(crate) last_seen_ago_ms: i64,
+    /// More than a minute without a word: the app (or its consumer) is not running.
+    pub(crate) silent: bool,
+    /// JetStream only: messages waiting for it in the stream.
+    pub(crate) pending: Option<i64>,
+    /// JetStream only: delivered to it and not settled yet.
+    pub(crate) in_flight: Option<i64>,
+    /// JetStream only: delivered more than once.
+    pub(crate) redelivered: Option<i64>,
+    /// JetStream only: the oldest message it has not settled, its age.
+    pub(crate) oldest_age_ms: Option<i64>,
+    /// JetStream only: the stream's max_age (past it a message is deleted, applied or not).
+    pub(crate) max_age_ms: Option<i64>,
+    /// JetStream only: the oldest unsettled message has waited over half the max_age.
+    pub(crate) near_expiry: bool,
+}
+
+/// A receiving app silent this long is not running (it says so every 15 s at most).
+pub(crate) const RECEPTOR_SILENCIOSO_MS: i64 = 60_000;
+
+impl Recebedor {
+    pub(crate) fn de(r: operacoes::ReceptorDoApp) -> Self {
+        let consumo = r.consumo;
+        Self {
+            silent: r.visto_ha_ms > RECEPTOR_SILENCIOSO_MS,
+            app: r.app,
+            tipo: r.tipo,
+            transport: r.transporte,
+            last_seen_ago_ms: r.visto_ha_ms,
+            pending: consumo.map(|c| c.pendentes),
+            in_flight: consumo.map(|c| c.em_voo),
+            redelivered: consumo.map(|c| c.reentregues),
+            oldest_age_ms: consumo.map(|c| c.mais_antiga_ms),
+            max_age_ms: consumo.map(|c| c.max_age_ms),
+            near_expiry: consumo
+                .is_some_and(|c| c.max_age_ms > 0 && c.mais_antiga_ms * 2 > c.max_age_ms),
+        }
+    }
 }
 
 /// One tipo's line.
@@ -88,10 +139,57 @@ struct AppDoTipo {
 
 impl Relatorio for Status {
     fn humano(&self) -> String {
-        if self.tipos.is_empty() {
+        if self.tipos.is_empty() && self.receivers.is_empty() {
             return "nothing to show: the saída, the dead letters (both sides') and the app \
                     registrations are empty"
                 .into();
+        }
+        let mut texto = self.tabela_dos_tipos();
+        if !self.receivers.is_empty() {
+            texto.push_str("\n\n");
+            texto.push_str(&tabela_dos_recebedores(&self.receivers));
+        }
+        texto
+    }
+}
+
+/// The receiving apps' table (`status`; `!` marks a silent app or a consumer near expiry).
+fn tabela_dos_recebedores(recebedores: &[Recebedor]) -> String {
+    let mut tabela = Tabela::new([
+        "receiving app",
+        "tipo",
+        "transport",
+        "last seen",
+        "waiting",
+        "in flight",
+        "redelivered",
+        "oldest",
+        "max age",
+    ]);
+    let numero = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let duracao = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), humana_ms);
+    for r in recebedores {
+        let silencio = if r.silent { " !" } else { "" };
+        let expira = if r.near_expiry { " !" } else { "" };
+        tabela.linha([
+            r.app.clone(),
+            r.tipo.clone(),
+            r.transport.clone(),
+            format!("{} ago{silencio}", humana_ms(r.last_seen_ago_ms)),
+            numero(r.pending),
+            numero(r.in_flight),
+            numero(r.redelivered),
+            format!("{}{expira}", duracao(r.oldest_age_ms)),
+            duracao(r.max_age_ms),
+        ]);
+    }
+    tabela.texto()
+}
+
+impl Status {
+    fn tabela_dos_tipos(&self) -> String {
+        if self.tipos.is_empty() {
+            return "no tipo in the saída, the dead letters or the relays' registrations".into();
         }
         let mut tabela = Tabela::new([
             "tipo",
@@ -154,7 +252,7 @@ fn or_traco(texto: String) -> String {
 
 /// Reads the tables and prints the report.
 pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCli> {
-    let (fila, tentativas, mortas, recebidas, reivindicacoes, retidas) = nos_dois!(conexao, pool => {
+    let (fila, tentativas, mortas, recebidas, reivindicacoes, retidas, receptores) = nos_dois!(conexao, pool => {
         mensageria_core::verificar_schema(pool).await?;
         (
             operacoes::fila(pool).await?,
@@ -163,6 +261,7 @@ pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCl
             operacoes::mortas_recebidas_por_tipo(pool).await?,
             operacoes::reivindicacoes(pool).await?,
             operacoes::retidas(pool).await?,
+            operacoes::receptores(pool).await?,
         )
     });
     let mut tipos: BTreeMap<String, StatusDoTipo> = BTreeMap::new();
@@ -212,6 +311,7 @@ pub(crate) async fn executar(conexao: &Conexao, json: bool) -> Result<(), ErroCl
     imprimir(
         &Status {
             tipos: tipos.into_values().collect(),
+            receivers: receptores.into_iter().map(Recebedor::de).collect(),
         },
         json,
     );

@@ -772,6 +772,12 @@ pub async fn registrar_receptores<DB: Banco>(
     Ok(DB::registrar_receptores(pool, app, tipos, transporte).await?)
 }
 
+/// Forgets a retired receiving app's registrations (`mensageria_receptores`); returns how many
+/// rows went. Its dedup records and dead letters stay (purged by age, or discarded).
+pub async fn esquecer_receptor<DB: Banco>(pool: &Pool<DB>, app: &str) -> Result<u64, ErroOperacao> {
+    Ok(DB::esquecer_receptor(pool, app).await?)
+}
+
 /// Every receiving app's registrations, by tipo then app.
 pub async fn receptores<DB: Banco>(pool: &Pool<DB>) -> Result<Vec<ReceptorDoApp>, ErroOperacao> {
     Ok(DB::receptores(pool).await?)

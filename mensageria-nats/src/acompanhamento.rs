@@ -6,13 +6,14 @@
 //! message's age against the stream's `max_age`) goes to the metrics and, with the app's
 //! registration, to `mensageria_receptores`, where `status` and `doctor` read it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::pull;
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::Stream;
 use mensageria_core::Banco;
-use mensageria_core::operacoes::{self, Consumo};
+use mensageria_core::operacoes::{self, Consumo, MortaRecebida};
 use mensageria_core::sqlx::Pool;
 use tokio_util::sync::CancellationToken;
 
@@ -35,12 +36,14 @@ pub(crate) struct Acompanhamento<DB: Banco> {
     pub(crate) vigiadas: Vec<Vigiada>,
     pub(crate) max_age: Duration,
     pub(crate) intervalo: Duration,
+    pub(crate) adiadas: Arc<crate::expiracao::Adiadas>,
 }
 
 impl<DB: Banco> Acompanhamento<DB> {
-    pub(crate) async fn rodar(self, cancelar: CancellationToken) {
+    pub(crate) async fn rodar(mut self, cancelar: CancellationToken) {
         let mut avisado: Option<tokio::time::Instant> = None;
         loop {
+            self.guardar_expiradas().await;
             let problema = self.verificar().await;
             match problema {
                 Some(problema)
@@ -109,6 +112,17 @@ impl<DB: Banco> Acompanhamento<DB> {
             self.registrar(tipo, consumo).await;
         }
         problema
+    }
+
+    /// The nak'd messages the stream deleted before their redelivery: kept as dead letters.
+    async fn guardar_expiradas(&mut self) {
+        let Ok(info) = self.fluxo.info().await else {
+            return; // said by `verificar`
+        };
+        let primeira = info.state.first_sequence;
+        for morta in self.adiadas.expiradas(primeira) {
+            registrar_perda(&self.pool, &morta).await;
+        }
     }
 
     /// The age of the oldest message of a lane not settled yet: the first message of its
@@ -197,4 +211,93 @@ fn somar(soma: &mut Consumo, outro: &Consumo) {
 
 fn ms(duracao: Duration) -> i64 {
     i64::try_from(duracao.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Keeps a message the stream deleted before this app settled it, said at ERROR. If the
+/// database refuses, the ERROR line is the record.
+async fn registrar_perda<DB: Banco>(pool: &Pool<DB>, morta: &MortaRecebida) {
+    tracing::error!(
+        app = %morta.app,
+        tipo = %morta.tipo,
+        id_mensagem = %morta.id_mensagem,
+        sequencia = ?morta.sequencia,
+        error = %morta.motivo,
+        "mensageria nats: the stream deleted a message this app had not applied; kept in \
+         mensageria_mortas_recebidas"
+    );
+    metrics::counter!(
+        "mensageria_consumer_expired_total",
+        "app" => morta.app.clone(),
+        "tipo" => morta.tipo.clone()
+    )
+    .increment(1);
+    if let Err(erro) = operacoes::registrar_morta_recebida(pool, morta).await {
+        tracing::error!(app = %morta.app, error = %erro, "mensageria nats: could not record the deleted message as a dead letter");
+    }
+}
+
+/// At start, on the durables the app already had for `tipo`: did the stream delete messages
+/// while the app was away, before they were delivered to it? When the stream's first sequence is
+/// past what a lane's durable was last delivered, and the app's registration was last refreshed
+/// longer than `max_age` ago (or it left messages waiting), the range is recorded as one dead
+/// letter of the tipo (`possibly_expired`, its lanes' ranges joined): which of those messages
+/// were of the tipo cannot be known, they are gone.
+pub(crate) async fn conferir_ausencia<DB: Banco>(
+    pool: &Pool<DB>,
+    fluxo: &Stream,
+    app: &str,
+    tipo: &'static str,
+    faixas: &[crate::consumidor::Faixa],
+    primeira: u64,
+    max_age: Duration,
+) {
+    let mut faixa_perdida: Option<(u64, u64)> = None;
+    for faixa in faixas {
+        let Ok(info) = fluxo.consumer_info(&faixa.duravel).await else {
+            continue; // a new durable: it starts at the stream's first message
+        };
+        let entregue = info.delivered.stream_sequence;
+        if entregue == 0 || entregue + 1 >= primeira {
+            continue;
+        }
+        let (de, ate) = faixa_perdida.unwrap_or((entregue + 1, primeira - 1));
+        faixa_perdida = Some((de.min(entregue + 1), ate.max(primeira - 1)));
+    }
+    let Some((de, ate)) = faixa_perdida else {
+        return;
+    };
+    let registros = operacoes::receptores(pool).await.unwrap_or_default();
+    let registro = registros
+        .iter()
+        .find(|r| r.app == app && r.tipo == tipo && r.transporte == "nats");
+    let ausente = registro.is_none_or(|r| {
+        r.visto_ha_ms > ms(max_age) || r.consumo.is_some_and(|c| c.pendentes + c.em_voo > 0)
+    });
+    if !ausente {
+        return;
+    }
+    let assuntos: Vec<&str> = faixas.iter().map(|f| f.assunto.as_str()).collect();
+    let morta = MortaRecebida {
+        app: app.to_owned(),
+        id_mensagem: uuid::Uuid::now_v7(),
+        tipo: tipo.to_owned(),
+        origem: format!("nats:{}:{}", fluxo.cached_info().config.name, assuntos[0]),
+        payload: serde_json::json!({
+            "expired_sequences": [de, ate],
+            "subjects": assuntos,
+        })
+        .to_string(),
+        correlacao: None,
+        motivo: format!(
+            "possibly_expired: while this app was away the stream deleted sequences {de}..{ate} \
+             (its max_age or limits) before they were delivered to it; those of tipo `{tipo}` \
+             among them were never applied: replay them from their source"
+        ),
+        entregas: 0,
+        morta_em_ms: 0,
+        traceparent: None,
+        tracestate: None,
+        sequencia: i64::try_from(de).ok(),
+    };
+    registrar_perda(pool, &morta).await;
 }

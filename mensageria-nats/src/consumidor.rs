@@ -3,26 +3,34 @@
 //!
 //! Every receiving app has its own durable consumers (`{app}__{tipo}`, encoded), so each app
 //! gets every event (fan-out), and the replicas of one app share the work (they pull from the
-//! same durables). Messages with an ordering key travel in their key's ordered lane
-//! (`{prefixo}.{tipo}.o{n}`), whose durable (`{app}__{tipo}__o{n}`) lets one message at a time
-//! out, in stream order: the next step of a key is delivered only once the previous one is
-//! settled, whichever replica holds it, and a redelivery keeps its place. A fetched batch is applied like the HTTP batch route — rounds of distinct
-//! keys, one transaction each, an outcome per event — and each message is then settled by its
-//! outcome, after the commit:
+//! same durables); its dedup records are keyed by its app name. Messages with an ordering key
+//! travel in their key's ordered lane (`{prefixo}.{tipo}.o{n}`), whose durable
+//! (`{app}__{tipo}__o{n}`) lets one message at a time out, in stream order: the next step of a
+//! key is delivered only once the previous one is settled, whichever replica holds it, and a
+//! redelivery keeps its place. A fetched batch is applied like the HTTP batch route — rounds of
+//! distinct keys, one transaction each, an outcome per event — and each message is then settled
+//! by its outcome, after the commit:
 //!
 //! | outcome | JetStream |
 //! |---|---|
 //! | applied, duplicate | ack |
-//! | temporary failure, panic, database | nak with a delay (the receptor's `tentar_apos`, else a backoff by delivery count) |
+//! | temporary failure, panic | nak with a delay (the receptor's `tentar_apos` as a floor, else a jittered backoff by delivery count) |
+//! | database down (every event of the batch) | nak with a growing delay, and the lane pauses fetching as long (a circuit, not a nak storm) |
+//! | effects past `tempo_limite` | rolled back, nak with a backoff |
 //! | invalid payload or key, permanent rejection | kept in `mensageria_mortas_recebidas`, then term |
+//! | failing at its `max_entregas`-th delivery, or older than `idade_maxima` | kept in `mensageria_mortas_recebidas` (`gave_up`, with the last error), then term |
 //!
-//! While a batch is applied, every message of it gets an in-progress signal every third of the
-//! ack wait, so a slow effect is not redelivered to a sibling meanwhile. JetStream redelivers
-//! what a killed consumer had fetched once the ack wait passes; the receptor's dedup makes that
-//! a no-op for what had committed.
+//! The server's `max_deliver` stays unlimited: it would drop a message silently; this consumer
+//! gives up instead, into the dead letters. While a batch is applied, every message of it gets
+//! an in-progress signal every third of the durable's ack wait (as the server holds it), until
+//! `tempo_limite`. JetStream redelivers what a killed consumer had fetched once the ack wait
+//! passes; the receptor's dedup makes that a no-op for what had committed. A watcher
+//! (`acompanhamento.rs`) recreates a durable deleted under the running consumer and records the
+//! lag.
 
 use std::any::Any;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{AckPolicy, Consumer, pull};
@@ -38,6 +46,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::expiracao::Adiadas;
 use crate::{ErroNats, Fluxo, nome};
 
 /// How a receiving app consumes: its name (its durable consumers' name, and its dedup records'
@@ -207,12 +216,38 @@ impl<DB: Banco> Consumidor<DB> {
             .await
             .map_err(|e| ErroNats::jetstream("reading the stream")(Box::new(e)))?;
         let max_age = fluxo.cached_info().config.max_age;
+        let mut config_do_app = self.config.clone();
+        if !max_age.is_zero() && config_do_app.idade_maxima >= max_age {
+            // Given up at its idade_maxima, a failing message would race the stream's own
+            // deletion: kept in the dead letters at three quarters of max_age instead.
+            config_do_app.idade_maxima = max_age.mul_f64(0.75);
+            tracing::warn!(
+                app = %self.config.app,
+                idade_maxima_s = self.config.idade_maxima.as_secs(),
+                max_age_s = max_age.as_secs(),
+                "mensageria nats: the consumer's idade_maxima is not shorter than the stream's \
+                 max_age; a failing message is given up at three quarters of max_age instead"
+            );
+        }
         let cancelar = CancellationToken::new();
+        let adiadas = Arc::new(Adiadas::default());
+        let primeira = fluxo.cached_info().state.first_sequence;
         let mut tarefas = JoinSet::new();
         let mut tipos = Vec::new();
         let mut vigiadas = Vec::new();
         for registrado in self.receptores() {
-            for faixa in self.faixas(registrado.tipo) {
+            let faixas = self.faixas(registrado.tipo);
+            crate::acompanhamento::conferir_ausencia(
+                &self.pool,
+                &fluxo,
+                &self.config.app,
+                registrado.tipo,
+                &faixas,
+                primeira,
+                max_age,
+            )
+            .await;
+            for faixa in faixas {
                 let config = pull::Config {
                     durable_name: Some(faixa.duravel.clone()),
                     filter_subject: faixa.assunto.clone(),
@@ -236,7 +271,8 @@ impl<DB: Banco> Consumidor<DB> {
                     lote: faixa.lote,
                     espera: faixa.espera,
                     ack_wait,
-                    config: self.config.clone(),
+                    config: config_do_app.clone(),
+                    adiadas: Arc::clone(&adiadas),
                 };
                 tarefas.spawn(laco.rodar(cancelar.clone()));
                 vigiadas.push(crate::acompanhamento::Vigiada {
@@ -256,6 +292,7 @@ impl<DB: Banco> Consumidor<DB> {
                 vigiadas,
                 max_age,
                 intervalo: self.config.intervalo_de_verificacao,
+                adiadas,
             }
             .rodar(cancelar.clone()),
         );
@@ -395,9 +432,9 @@ impl ConsumidorHandle {
 type BuscaResultado = Result<Vec<Message>, async_nats::Error>;
 
 /// One durable consumer of a tipo: its name, subject, batch, messages in flight, fetch wait.
-struct Faixa {
-    duravel: String,
-    assunto: String,
+pub(crate) struct Faixa {
+    pub(crate) duravel: String,
+    pub(crate) assunto: String,
     lote: usize,
     em_voo: usize,
     espera: Duration,
@@ -414,6 +451,8 @@ struct Laco<DB: Banco> {
     /// The durable's ack wait, as the server holds it.
     ack_wait: Duration,
     config: Config,
+    /// The app's nak'd messages waiting for a redelivery (see `expiracao.rs`).
+    adiadas: Arc<Adiadas>,
 }
 
 /// How often a lane that keeps failing to fetch says so again.
@@ -533,6 +572,11 @@ impl<DB: Banco> Laco<DB> {
         let mut vereditos: Vec<Option<Veredito>> = vec![None; mensagens.len()];
         let mut entradas = Vec::with_capacity(mensagens.len());
         let mut posicoes = Vec::with_capacity(mensagens.len());
+        for mensagem in mensagens {
+            if let Ok(info) = mensagem.info() {
+                self.adiadas.esquecer(info.stream_sequence); // back: no longer waiting
+            }
+        }
         for (posicao, mensagem) in mensagens.iter().enumerate() {
             match ler(mensagem, tipo) {
                 Ok(entrada) => {
@@ -614,6 +658,14 @@ impl<DB: Banco> Laco<DB> {
                     retry_in_ms = u64::try_from(atraso.as_millis()).unwrap_or(u64::MAX),
                     "mensageria nats: event not applied; redelivered later"
                 );
+                if let Ok(info) = mensagem.info() {
+                    let porque = format!(
+                        "the stream deleted it (its max_age or limits) while it waited for a \
+                         redelivery; the last attempt: {codigo}: {motivo}"
+                    );
+                    let morta = self.morta(mensagem, "expired", &porque);
+                    self.adiadas.adiar(info.stream_sequence, morta);
+                }
                 mensagem.ack_with(AckKind::Nak(Some(atraso))).await
             }
             _ => mensagem.ack_with(AckKind::Nak(None)).await,
@@ -675,7 +727,20 @@ impl<DB: Banco> Laco<DB> {
         codigo: &str,
         motivo: &str,
     ) -> Result<(), operacoes::ErroOperacao> {
-        let morta = MortaRecebida {
+        let morta = self.morta(mensagem, codigo, motivo);
+        tracing::warn!(
+            tipo = %morta.tipo,
+            id_mensagem = %morta.id_mensagem,
+            error = %morta.motivo,
+            "mensageria nats: event refused for good; kept in mensageria_mortas_recebidas"
+        );
+        operacoes::registrar_morta_recebida(&self.pool, &morta).await?;
+        Ok(())
+    }
+
+    /// What the receiving side's dead letter of `mensagem` holds.
+    fn morta(&self, mensagem: &Message, codigo: &str, motivo: &str) -> MortaRecebida {
+        MortaRecebida {
             app: self.config.app.clone(),
             // A message without a usable id gets one of its own, so it is kept like the others.
             id_mensagem: id_da_mensagem(mensagem).unwrap_or_else(Uuid::now_v7),
@@ -692,15 +757,7 @@ impl<DB: Banco> Laco<DB> {
                 .info()
                 .ok()
                 .and_then(|info| i64::try_from(info.stream_sequence).ok()),
-        };
-        tracing::warn!(
-            tipo = %morta.tipo,
-            id_mensagem = %morta.id_mensagem,
-            error = %morta.motivo,
-            "mensageria nats: event refused for good; kept in mensageria_mortas_recebidas"
-        );
-        operacoes::registrar_morta_recebida(&self.pool, &morta).await?;
-        Ok(())
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 mod acompanhamento;
 mod consumidor;
 mod erro;
+mod expiracao;
 mod fluxo;
 mod nome;
 mod publicador;

@@ -73,6 +73,18 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "tipos[].claimed_by[].app",
                 "tipos[].claimed_by[].last_seen_ago_ms",
                 "tipos[].claimed_by[].last_seen_at",
+                "receivers",
+                "receivers[].app",
+                "receivers[].tipo",
+                "receivers[].transport",
+                "receivers[].last_seen_ago_ms",
+                "receivers[].silent",
+                "receivers[].pending",
+                "receivers[].in_flight",
+                "receivers[].redelivered",
+                "receivers[].oldest_age_ms",
+                "receivers[].max_age_ms",
+                "receivers[].near_expiry",
             ]),
         ),
         (
@@ -258,6 +270,9 @@ nos_dois_bancos! {
         plantar_instancia(&db, "antigo@1", "antigo", 3_600_000, Some(3_600_000), None).await;
         let morta = plantar_morta(&db, "a.um", r#"{"n": 1}"#).await.to_string();
         let outra = plantar_morta(&db, "a.um", "{}").await.to_string();
+        let registro = "INSERT INTO mensageria_receptores (app, tipo, transporte, pendentes, em_voo, \
+             reentregues, mais_antiga_ms, max_age_ms) VALUES ('estoque', 'a.um', 'nats', 3, 1, 0, 1500, 604800000)";
+        db.executar(registro.to_owned(), &[], "a receiving app's registration").await;
         vistas.push(("status", chaves_de(&db, &["status"])));
         vistas.push(("mortas listar", chaves_de(&db, &["mortas", "listar"])));
         vistas.push(("mortas mostrar", chaves_de(&db, &["mortas", "mostrar", &morta])));
@@ -277,10 +292,9 @@ nos_dois_bancos! {
         vistas.push(("purgar", chaves_de(&db, &["purgar"])));
         let sem_dono = "INSERT INTO mensageria_recebidas (app, tipo, chave) VALUES ('', 'a.um', '[1]')";
         db.executar(sem_dono.to_owned(), &[], "an unowned dedup record").await;
-        let registro = "INSERT INTO mensageria_receptores (app, tipo, transporte) VALUES ('estoque', 'a.um', 'nats')";
-        db.executar(registro.to_owned(), &[], "a receiving app's registration").await;
         vistas.push(("recebidas listar", chaves_de(&db, &["recebidas", "listar"])));
         vistas.push(("recebidas adotar", chaves_de(&db, &["recebidas", "adotar", "--app", "estoque", "--yes"])));
+        vistas.push(("recebidas esquecer", chaves_de(&db, &["recebidas", "esquecer", "--app", "estoque", "--yes"])));
         vistas.push(("doctor", {
             let saida = db.mensageria(&["doctor", "--json"]).output().unwrap();
             let mut chaves = BTreeSet::new();

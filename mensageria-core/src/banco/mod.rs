@@ -443,6 +443,12 @@ pub(crate) mod interno {
             consumo: &crate::operacoes::Consumo,
         ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
+        /// Deletes `app`'s rows of `mensageria_receptores`; how many.
+        fn esquecer_receptor(
+            pool: &Pool<Self>,
+            app: &str,
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
         /// Every row of `mensageria_receptores`, by tipo then app.
         fn receptores(
             pool: &Pool<Self>,

@@ -842,6 +842,14 @@ impl BancoInterno for Postgres {
         Ok(())
     }
 
+    async fn esquecer_receptor(pool: &PgPool, app: &str) -> Result<u64, sqlx::Error> {
+        let feito = sqlx::query("DELETE FROM mensageria_receptores WHERE app = $1")
+            .bind(app)
+            .execute(pool)
+            .await?;
+        Ok(feito.rows_affected())
+    }
+
     async fn receptores(
         pool: &PgPool,
     ) -> Result<Vec<crate::operacoes::ReceptorDoApp>, sqlx::Error> {

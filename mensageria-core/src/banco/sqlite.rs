@@ -721,6 +721,14 @@ impl BancoInterno for Sqlite {
         Ok(())
     }
 
+    async fn esquecer_receptor(pool: &SqlitePool, app: &str) -> Result<u64, sqlx::Error> {
+        let feito = sqlx::query("DELETE FROM mensageria_receptores WHERE app = $1")
+            .bind(app)
+            .execute(pool)
+            .await?;
+        Ok(feito.rows_affected())
+    }
+
     async fn receptores(
         pool: &SqlitePool,
     ) -> Result<Vec<crate::operacoes::ReceptorDoApp>, sqlx::Error> {
