@@ -132,14 +132,14 @@ async fn rota_mostra_os_contadores_depois_de_uma_entrega() {
     );
     assert_eq!(
         valor(format!(
-            "mensageria_received_total{{tipo=\"{TIPO}\",resultado=\"applied\"}}"
+            "mensageria_received_total{{app=\"receptor\",tipo=\"{TIPO}\",resultado=\"applied\"}}"
         )),
         Some(1.0),
         "{texto}"
     );
     assert_eq!(
         valor(format!(
-            "mensageria_received_total{{tipo=\"{TIPO}\",resultado=\"duplicate\"}}"
+            "mensageria_received_total{{app=\"receptor\",tipo=\"{TIPO}\",resultado=\"duplicate\"}}"
         )),
         Some(1.0),
         "{texto}"
@@ -163,14 +163,14 @@ async fn rota_mostra_os_contadores_depois_de_uma_entrega() {
     // than this test, and described.
     assert_eq!(
         valor(format!(
-            "mensageria_effect_lag_seconds_count{{tipo=\"{TIPO}\"}}"
+            "mensageria_effect_lag_seconds_count{{app=\"receptor\",tipo=\"{TIPO}\"}}"
         )),
         Some(1.0),
         "{texto}"
     );
     assert!(
         valor(format!(
-            "mensageria_effect_lag_seconds_sum{{tipo=\"{TIPO}\"}}"
+            "mensageria_effect_lag_seconds_sum{{app=\"receptor\",tipo=\"{TIPO}\"}}"
         ))
         .is_some_and(|segundos| (0.0..20.0).contains(&segundos)),
         "{texto}"

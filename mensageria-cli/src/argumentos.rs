@@ -25,7 +25,7 @@ pub(crate) struct Cli {
     /// PostgreSQL schema holding the mensageria tables (sets the search_path); default: the
     /// connection's search_path. An unquoted identifier: up to 63 ASCII letters, digits, `_` or
     /// `$`, not starting with a digit or `$`.
-    #[arg(long, env = "MENSAGERIA_SCHEMA", global = true, value_parser = analisar_schema)]
+    #[arg(long, env = "MENSAGERIA_SCHEMA", global = true, hide_env_values = true, value_parser = analisar_schema)]
     pub(crate) schema: Option<String>,
 
     /// Print JSON (for scripts) instead of tables.
@@ -81,13 +81,13 @@ pub(crate) enum Comando {
     /// and this schema's receptor refused for good; list, show, discard.
     ///
     /// A JetStream consumer's receptor that refuses an event for good (a payload that does not
-    /// decode, a key that cannot be built, a permanent rejection) tells the broker to stop
-    /// redelivering it and keeps it in `mensageria_mortas_recebidas`, in the receiving app's
-    /// database, as received. Unlike `mortas` (the sender's), the CLI cannot replay them: the
-    /// event is not in any saída, and applying it again means running it through the receiving
-    /// app's own receptor, which only that app can do: once the cause is fixed, the app calls
-    /// `mensageria_axum::recepcao::reaplicar_mortas_recebidas`. `descartar` forgets one dealt
-    /// with otherwise.
+    /// decode, a key that cannot be built, a permanent rejection, or a message that kept
+    /// failing until its consumer gave up) tells the broker to stop redelivering it and keeps it
+    /// in `mensageria_mortas_recebidas`, in the receiving app's database, as received. Once the
+    /// cause is fixed, `reenviar` publishes it again to its subject (with a new message id, so
+    /// the stream's duplicate window does not drop it); the receiving app can also replay its
+    /// own in process (`mensageria_axum::recepcao::reaplicar_mortas_recebidas`). `descartar`
+    /// forgets one dealt with otherwise.
     #[command(name = "mortas-recebidas")]
     MortasRecebidas {
         /// What to do with them.
@@ -250,6 +250,30 @@ pub(crate) enum AcaoMortasRecebidas {
         /// characters in it reach your terminal as they are.
         #[arg(long, conflicts_with = "json")]
         raw: bool,
+    },
+    /// Publish one again to the subject it came from, with a new message id (so the stream's
+    /// duplicate window does not drop it), then forget it here.
+    ///
+    /// Every receiving app consuming that subject gets it again: those that applied it answer
+    /// `duplicate` (their natural-key dedup), the app that refused it applies it now, or keeps
+    /// it again as a dead letter if the cause is still there. It carries its correlation id and
+    /// trace context, and a `Mensageria-Reenvio-De` header naming the dead letter's id. A record
+    /// of messages the stream deleted (`possibly_expired`) cannot be replayed: those events are
+    /// gone from the stream; replay them from their source.
+    Reenviar {
+        /// Its message id.
+        id: Uuid,
+        /// The receiving app, when several refused the same event (fan-out).
+        #[arg(long)]
+        app: Option<String>,
+        /// The NATS server (a comma-separated list is tried in turn).
+        #[arg(
+            long,
+            env = "NATS_URL",
+            hide_env_values = true,
+            default_value = "nats://127.0.0.1:4222"
+        )]
+        nats: String,
     },
     /// Delete one for good (asks for confirmation on stdin unless --yes).
     Descartar {

@@ -781,9 +781,10 @@ async fn verificar_mortas_recebidas(
                         "{} receiver-side dead letter(s) of tipo `{}` kept by app `{}`, over the \
                          limit of {limite}: its receptor refused them for good; see why with \
                          `mensageria mortas-recebidas listar --app {}`, fix the cause, then \
-                         re-apply each payload (`mortas-recebidas mostrar --raw`) or discard it \
+                         replay each (`mortas-recebidas reenviar <id> --app {}`: a new message \
+                         id, so the stream's duplicate window does not drop it) or discard it \
                          (`mortas-recebidas descartar`)",
-                        m.mortas, m.tipo, m.app, m.app
+                        m.mortas, m.tipo, m.app, m.app, m.app
                     ),
                 });
             }

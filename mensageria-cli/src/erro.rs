@@ -13,6 +13,13 @@ use crate::duracao::humana;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum ErroCli {
+    /// A receiver-side dead letter could not be published again.
+    #[error("cannot replay the receiver-side dead letter: {motivo}")]
+    Reenvio {
+        /// Why.
+        motivo: String,
+    },
+
     /// The URL names no backend this command knows.
     #[error(
         "unsupported database URL `{url}`: use postgres://… (or postgresql://…) or sqlite:<path>"
@@ -58,6 +65,21 @@ pub(crate) enum ErroCli {
     MortaNaoEncontrada {
         /// The id asked for.
         id: uuid::Uuid,
+    },
+
+    /// The id names no sender's dead letter, but a receiving app's.
+    #[error(
+        "message id {id} is not a dead letter of a relay (`mortas`): it is a receiver-side dead \
+         letter of app(s) {} (an event a JetStream consumer's receptor refused); replay it with \
+         `mensageria mortas-recebidas reenviar {id} --app <app>`, or see it with \
+         `mensageria mortas-recebidas mostrar {id} --app <app>`",
+        apps.join(", ")
+    )]
+    MortaDoLadoQueRecebe {
+        /// The id asked for.
+        id: uuid::Uuid,
+        /// The receiving apps that keep it.
+        apps: Vec<String>,
     },
 
     /// No receiver-side dead letter has this message id (of this app, when one was named).

@@ -106,9 +106,33 @@ fn imprimir_payload_cru(morta: &Morta) -> Result<(), ErroCli> {
     Ok(())
 }
 
-/// The dead letter `id`, or [`ErroCli::MortaNaoEncontrada`].
+/// `erro`, or, when it says no relay's dead letter has `id` and a receiving app keeps one,
+/// [`ErroCli::MortaDoLadoQueRecebe`]: where that id lives.
+async fn onde_esta(conexao: &Conexao, id: Uuid, erro: ErroCli) -> ErroCli {
+    if !matches!(erro, ErroCli::MortaNaoEncontrada { .. }) {
+        return erro;
+    }
+    let recebida =
+        nos_dois!(conexao, pool => operacoes::buscar_morta_recebida(pool, id, None).await);
+    let apps = match recebida {
+        Ok(morta) => vec![morta.app],
+        Err(operacoes::ErroOperacao::MortaRecebidaAmbigua { apps, .. }) => apps,
+        Err(_) => Vec::new(),
+    };
+    if apps.is_empty() {
+        erro
+    } else {
+        ErroCli::MortaDoLadoQueRecebe { id, apps }
+    }
+}
+
+/// The dead letter `id`, or [`ErroCli::MortaNaoEncontrada`] (or where it lives instead).
 async fn buscar(conexao: &Conexao, id: Uuid) -> Result<Morta, ErroCli> {
-    let morta = nos_dois!(conexao, pool => operacoes::buscar_morta(pool, id).await?);
+    let morta = nos_dois!(conexao, pool => operacoes::buscar_morta(pool, id).await);
+    let morta = match morta {
+        Ok(morta) => morta,
+        Err(erro) => return Err(onde_esta(conexao, id, ErroCli::from(erro)).await),
+    };
     let payload = morta.payload;
     Ok(Morta {
         id_mensagem: morta.id_mensagem.to_string(),
@@ -261,7 +285,10 @@ async fn reenfileirar(
     let tipo = if alvo.todas { None } else { alvo.tipo };
     let movidas = match alvo.id {
         Some(id) => {
-            nos_dois!(conexao, pool => operacoes::reenfileirar_morta(pool, id).await?);
+            let feito = nos_dois!(conexao, pool => operacoes::reenfileirar_morta(pool, id).await);
+            if let Err(erro) = feito {
+                return Err(onde_esta(conexao, id, ErroCli::from(erro)).await);
+            }
             1
         }
         None => nos_dois!(conexao, pool => {

@@ -2,11 +2,12 @@
 //! (mensageria-nats) delivered and a receptor of this schema refused for good, kept in
 //! `mensageria_mortas_recebidas` until a human deals with them.
 //!
-//! Listing, showing and discarding are operations of `mensageria_core::operacoes`. There is no
-//! replay here: the event is in no saída, and applying it again means running it through the
-//! receiving app's own receptor, which only that app can do (see `mortas-recebidas --help`).
-//! One message id may name several rows, one per receiving app that refused it (fan-out), so
-//! `mostrar` and `descartar` take `--app` to pick one.
+//! Listing, showing and discarding are operations of `mensageria_core::operacoes`. `reenviar`
+//! publishes one again to the NATS subject it came from, with a new message id (the stream's
+//! duplicate window would drop the old one), then forgets it: every receiving app of the subject
+//! gets it again and the natural-key dedup absorbs it where it was applied. One message id may
+//! name several rows, one per receiving app that refused it (fan-out), so `mostrar`, `reenviar`
+//! and `descartar` take `--app` to pick one.
 
 use std::io::Write;
 
@@ -43,6 +44,9 @@ pub(crate) async fn executar(
                 imprimir(&Recebida::from(morta), json);
             }
             Ok(())
+        }
+        AcaoMortasRecebidas::Reenviar { id, app, nats } => {
+            reenviar(conexao, id, app.as_deref(), &nats, json).await
         }
         AcaoMortasRecebidas::Descartar { id, app, yes } => {
             descartar(conexao, id, app.as_deref(), yes, json).await
@@ -162,7 +166,7 @@ impl Relatorio for Lista {
                 m.tipo.clone(),
                 m.entregas.to_string(),
                 m.morta_em.clone(),
-                resumo(&m.motivo, 60),
+                m.motivo.clone(),
             ]);
         }
         let mut texto = tabela.texto();
@@ -208,6 +212,134 @@ async fn listar(
         .collect();
     imprimir(&Lista { total, mortas }, json);
     Ok(())
+}
+
+/// What `mortas-recebidas reenviar` did.
+#[derive(Debug, Serialize)]
+struct Reenviada {
+    /// The dead letter's message id, forgotten here.
+    #[serde(rename = "replayed")]
+    reenviada: String,
+    /// The id the message was published with now.
+    #[serde(rename = "new_message_id")]
+    nova: String,
+    app: String,
+    tipo: String,
+    subject: String,
+    /// Its sequence in the stream.
+    #[serde(rename = "stream_sequence")]
+    sequencia: u64,
+}
+
+impl Relatorio for Reenviada {
+    fn humano(&self) -> String {
+        format!(
+            "published receiver-side dead letter {} of app `{}` again to `{}` as message {} \
+             (stream sequence {}), and forgot it here: each receiving app of the subject gets \
+             it; if it is refused again it comes back to `mortas-recebidas listar`",
+            escapar(&self.reenviada),
+            escapar(&self.app),
+            escapar(&self.subject),
+            self.nova,
+            self.sequencia
+        )
+    }
+}
+
+async fn reenviar(
+    conexao: &Conexao,
+    id: Uuid,
+    app: Option<&str>,
+    nats: &str,
+    json: bool,
+) -> Result<(), ErroCli> {
+    let morta = buscar(conexao, id, app).await?;
+    let assunto = morta
+        .origem
+        .strip_prefix("nats:")
+        .and_then(|resto| resto.split_once(':'))
+        .map(|(_, assunto)| assunto.to_owned())
+        .filter(|_| !morta.motivo.starts_with("possibly_expired"))
+        .ok_or_else(|| ErroCli::Reenvio {
+            motivo: if morta.motivo.starts_with("possibly_expired") {
+                "it records messages the stream deleted before they were delivered: they are \
+                 gone from the stream; replay those events from their source, then `descartar` it"
+                    .to_owned()
+            } else {
+                format!(
+                    "it did not come through NATS (origin `{}`)",
+                    escapar(&morta.origem)
+                )
+            },
+        })?;
+    let nova = Uuid::now_v7();
+    let sequencia = publicar_de_novo(nats, &assunto, &morta, nova).await?;
+    // Published: it is in the stream again. Forgotten here only now, so a failure above keeps it.
+    nos_dois!(conexao, pool => operacoes::descartar_morta_recebida(pool, &morta.app, id).await?);
+    imprimir(
+        &Reenviada {
+            reenviada: id.to_string(),
+            nova: nova.to_string(),
+            app: morta.app,
+            tipo: morta.tipo,
+            subject: assunto,
+            sequencia,
+        },
+        json,
+    );
+    Ok(())
+}
+
+/// Publishes `morta`'s payload to `assunto` as message `nova`; its stream sequence.
+async fn publicar_de_novo(
+    nats: &str,
+    assunto: &str,
+    morta: &MortaRecebida,
+    nova: Uuid,
+) -> Result<u64, ErroCli> {
+    let falha = |motivo: String| ErroCli::Reenvio { motivo };
+    let servidores: Vec<&str> = nats.split(',').map(str::trim).collect();
+    let cliente = async_nats::ConnectOptions::new()
+        .name("mensageria-cli")
+        .connection_timeout(std::time::Duration::from_secs(5))
+        .connect(servidores)
+        .await
+        .map_err(|erro| falha(format!("cannot connect to NATS at {nats}: {erro}")))?;
+    let js = async_nats::jetstream::new(cliente);
+    let mut cabecalhos = async_nats::HeaderMap::new();
+    cabecalhos.insert("Nats-Msg-Id", nova.to_string().as_str());
+    cabecalhos.insert("ce-id", nova.to_string().as_str());
+    cabecalhos.insert("ce-type", morta.tipo.as_str());
+    cabecalhos.insert(
+        "Mensageria-Reenvio-De",
+        morta.id_mensagem.to_string().as_str(),
+    );
+    for (nome, valor) in [
+        ("x-correlation-id", &morta.correlacao),
+        ("traceparent", &morta.traceparent),
+        ("tracestate", &morta.tracestate),
+    ] {
+        if let Some(valor) = valor {
+            cabecalhos.insert(nome, valor.as_str());
+        }
+    }
+    let ack = js
+        .publish_with_headers(assunto.to_owned(), cabecalhos, morta.payload.clone().into())
+        .await
+        .map_err(|erro| falha(format!("publishing to `{assunto}` failed: {erro}")))?
+        .await
+        .map_err(|erro| {
+            falha(format!(
+                "no stream took it on `{assunto}` ({erro}); is the stream there?"
+            ))
+        })?;
+    if ack.duplicate {
+        return Err(falha(format!(
+            "the stream `{}` answered duplicate for the new id {nova}; nothing was published",
+            ack.stream
+        )));
+    }
+    Ok(ack.sequence)
 }
 
 /// What `mortas-recebidas descartar` changed.

@@ -201,7 +201,66 @@ nos_dois_bancos! {
     }
 }
 
-/// The help says how a receiver-side dead letter is replayed: by the receiving app, not here.
+nos_dois_bancos! {
+    /// `reenviar` publishes a receiving-side dead letter again to the subject it came from, with
+    /// a new message id (outside the stream's duplicate window), then forgets it; a record of
+    /// messages the stream deleted cannot be replayed; `mortas reenfileirar` of such an id says
+    /// where it lives.
+    async fn reenviar_publica_de_novo_com_outro_id(db) {
+        use mensageria_testes::nats as bancada;
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let url = bancada::url_compartilhada();
+        let js = bancada::conectar(&url).await;
+        let fluxo = bancada::fluxo_proprio(&js, std::time::Duration::from_secs(120)).await;
+        let assunto = fluxo.assunto("pedido.criado");
+        let morta = |id, motivo: &str| mensageria_core::operacoes::MortaRecebida {
+            app: "estoque".to_owned(),
+            id_mensagem: id,
+            tipo: "pedido.criado".to_owned(),
+            origem: format!("nats:{}:{assunto}", fluxo.nome()),
+            payload: r#"{"pedido":7}"#.to_owned(),
+            correlacao: Some("corr-7".to_owned()),
+            motivo: motivo.to_owned(),
+            entregas: 3,
+            morta_em_ms: 0,
+            traceparent: None,
+            tracestate: None,
+            sequencia: Some(1),
+        };
+        let id = uuid::Uuid::now_v7();
+        db.registrar_morta_recebida(&morta(id, MOTIVO)).await;
+        let feito = db.json_de(&["mortas-recebidas", "reenviar", &id.to_string(), "--nats", &url]);
+        assert_eq!(feito["replayed"], id.to_string(), "{feito:#}");
+        assert_eq!(feito["app"], "estoque");
+        assert_eq!(feito["subject"], assunto.as_str());
+        assert_ne!(feito["new_message_id"], id.to_string());
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 0, "forgotten here");
+        // In the stream: the payload as kept, a new id, the dead letter's id and correlation.
+        let stream = js.get_stream(fluxo.nome()).await.unwrap();
+        let publicada = stream.get_raw_message(feito["stream_sequence"].as_u64().unwrap()).await.unwrap();
+        assert_eq!(&publicada.payload[..], br#"{"pedido":7}"#);
+        let cabecalho = |nome: &str| publicada.headers.get(nome).map(|v| v.as_str().to_owned());
+        assert_eq!(cabecalho("Nats-Msg-Id").as_deref(), feito["new_message_id"].as_str());
+        assert_eq!(cabecalho("Mensageria-Reenvio-De"), Some(id.to_string()));
+        assert_eq!(cabecalho("x-correlation-id").as_deref(), Some("corr-7"));
+        assert_eq!(cabecalho("ce-type").as_deref(), Some("pedido.criado"));
+
+        // A record of what the stream deleted: refused, kept.
+        let lacuna = uuid::Uuid::now_v7();
+        db.registrar_morta_recebida(&morta(lacuna, "possibly_expired: while this app was away ...")).await;
+        let recusa = db.mensageria(&["mortas-recebidas", "reenviar", &lacuna.to_string(), "--nats", &url]).assert().failure();
+        assert!(stderr(&recusa).contains("replay those events from their source"), "{}", stderr(&recusa));
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 1);
+        // The sender's command, given this id, says where it lives.
+        let errado = db.mensageria(&["mortas", "reenfileirar", &lacuna.to_string()]).assert().failure();
+        let texto = stderr(&errado);
+        assert!(texto.contains("receiver-side dead letter of app(s) estoque") && texto.contains("mortas-recebidas reenviar"), "{texto}");
+        js.delete_stream(fluxo.nome()).await.unwrap();
+    }
+}
+
+/// The help says how a receiver-side dead letter is replayed: published again from here, or by
+/// the receiving app in process.
 #[test]
 fn a_ajuda_diz_quem_reaplica() {
     let ajuda = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
@@ -213,5 +272,29 @@ fn a_ajuda_diz_quem_reaplica() {
         texto.contains("listar") && texto.contains("mostrar") && texto.contains("descartar"),
         "{texto}"
     );
-    assert!(texto.contains("cannot replay"), "{texto}");
+    assert!(
+        texto.contains("reenviar") && texto.contains("reaplicar_mortas_recebidas"),
+        "{texto}"
+    );
+}
+
+/// `--help` names the environment variables without their values (a URL may hold a password):
+/// `[env: NATS_URL]`, never `[env: NATS_URL=nats://user:secret@…]`, nor a stray `=` for one set
+/// empty.
+#[test]
+fn a_ajuda_nao_mostra_valores_do_ambiente() {
+    let ajuda = assert_cmd::Command::new(env!("CARGO_BIN_EXE_mensageria"))
+        .args(["mortas-recebidas", "reenviar", "--help"])
+        .env(
+            "NATS_URL",
+            "nats://operador:senha-secreta@nats.interno:4222",
+        )
+        .env("MENSAGERIA_SCHEMA", "")
+        .env("DATABASE_URL", "postgres://app:outra-senha@db/app")
+        .assert()
+        .success();
+    let texto = stdout(&ajuda);
+    assert!(texto.contains("[env: NATS_URL]"), "{texto}");
+    assert!(texto.contains("[env: MENSAGERIA_SCHEMA]"), "{texto}");
+    assert!(!texto.contains("senha") && !texto.contains("=]"), "{texto}");
 }

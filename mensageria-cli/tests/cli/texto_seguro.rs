@@ -100,7 +100,8 @@ nos_dois_bancos! {
 
         let listar = stdout(&db.mensageria(&["mortas-recebidas", "listar"]).assert().success());
         sem_controles(&listar, "mortas-recebidas listar");
-        assert!(listar.contains(TIPO_ESCAPADO) && listar.contains(r"app\x1b[8m") && listar.contains(r"HTTP 500\x1b]0;pwned\x07  fake line"), "{listar}");
+        // The reason in full (the last column), escaped on one line.
+        assert!(listar.contains(TIPO_ESCAPADO) && listar.contains(r"app\x1b[8m") && listar.contains(ERRO_ESCAPADO), "{listar}");
 
         let mostrar = stdout(&db.mensageria(&["mortas-recebidas", "mostrar", &id.to_string()]).assert().success());
         sem_controles(&mostrar, "mortas-recebidas mostrar");
