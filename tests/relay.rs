@@ -983,3 +983,50 @@ nos_dois_bancos! {
         assert_eq!(mortas, 0);
     }
 }
+
+/// A database that goes silent (a partition: nothing flows, nothing is reset) makes a claim hang
+/// until TCP gives up; the relay says so within seconds instead of after the pool's 30 s
+/// acquire timeout, and says when it answers again.
+#[tokio::test(flavor = "current_thread")]
+async fn banco_mudo_aparece_no_log_em_segundos() {
+    use mensageria_core::teste::{ModoProxy, ProxyDeFalhas};
+    let log = mensageria_testes::log::Captura::default();
+    let _guarda = tracing::subscriber::set_default(log.assinante());
+    let db = PgIsolado::novo().await;
+    mensageria_core::migrar(&db.pool).await.unwrap();
+    let endereco = "127.0.0.1:5432".parse().unwrap();
+    let proxy = ProxyDeFalhas::iniciar(endereco, 7).await.unwrap();
+    let pool = db.pool_via(proxy.endereco(), 3).await;
+    let relay = Relay::new(
+        pool,
+        config("mudo").com_intervalo(Duration::from_millis(50)),
+    )
+    .spawn()
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.modo(ModoProxy::Buraco);
+    let silencio = std::time::Instant::now();
+    esperar_ate(Duration::from_secs(8), || {
+        let texto = log.texto();
+        async move { texto.contains("had no answer from the database") }
+    })
+    .await;
+    let visto = silencio.elapsed();
+    proxy.modo(ModoProxy::Passar);
+    esperar_ate(Duration::from_secs(10), || {
+        let texto = log.texto();
+        async move { texto.contains("the slow claim answered") }
+    })
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    println!("a silent database was in the relay's log {visto:?} after the partition");
+    assert!(visto < Duration::from_secs(6), "seen after {visto:?}");
+    let aviso = log
+        .texto()
+        .lines()
+        .find(|l| l.contains("had no answer from the database"))
+        .unwrap()
+        .to_owned();
+    assert!(aviso.contains("WARN"), "{aviso}");
+    db.descartar().await;
+}

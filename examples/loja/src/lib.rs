@@ -265,6 +265,7 @@ async fn rodar_com(
     spans: Option<&Path>,
 ) -> Result<Resultado, Box<dyn Error>> {
     let js = jetstream("loja-demo").await?; // fails at once, saying so, when NATS is down
+    varrer_fluxos_abandonados(&js).await;
     // An empty schema, shared by the three: `pedidos` migrates it.
     let url = mensageria_core::teste::database_url();
     let db = PgIsolado::vazio(&url, 2).await?;
@@ -415,6 +416,30 @@ fn tabela_ausente(erro: &mensageria_core::sqlx::Error) -> bool {
 }
 
 /// Deletes the run's stream (and with it the services' durable consumers).
+/// Streams `LOJA_*` created over an hour ago: what killed runs left behind (a run lasts seconds,
+/// and deletes its own stream however it ends, unless it is killed). Deleted; a failure is only
+/// logged (another run may be sweeping too).
+async fn varrer_fluxos_abandonados(js: &jetstream::Context) {
+    use futures_util::TryStreamExt as _;
+    use mensageria_nats::async_nats::datetime;
+    let Ok(nomes) = js.stream_names().try_collect::<Vec<String>>().await else {
+        return;
+    };
+    for nome in nomes.into_iter().filter(|nome| nome.starts_with("LOJA_")) {
+        let Ok(mut fluxo) = js.get_stream(&nome).await else {
+            continue;
+        };
+        let Ok(info) = fluxo.info().await else {
+            continue;
+        };
+        let abandonado = datetime::add_std_duration(info.created, Duration::from_secs(3600))
+            .is_ok_and(|limite| limite < datetime::now());
+        if abandonado && js.delete_stream(&nome).await.is_ok() {
+            tracing::info!(stream = %nome, "loja: deleted a stream a killed run left behind");
+        }
+    }
+}
+
 async fn apagar_fluxo(js: &jetstream::Context, nome: &str) -> Result<(), Box<dyn Error>> {
     let resposta = js
         .delete_stream(nome)
@@ -485,6 +510,31 @@ pub async fn consumir_ate_sigint(
     if let Some(relay) = relay {
         relay.shutdown(Duration::from_secs(10)).await; // 2. then the relay
     }
+    Ok(())
+}
+
+/// Installs this process's Prometheus recorder (once, at start) with mensageria's metric
+/// descriptions; mount [`mensageria_axum::metricas::rota`] with the handle, or
+/// [`servir_metricas`] for a service without a router of its own.
+pub fn metricas() -> Result<mensageria_axum::metricas::PrometheusHandle, Box<dyn Error>> {
+    let handle = mensageria_axum::metricas::PrometheusBuilder::new().install_recorder()?;
+    mensageria_axum::metricas::descrever();
+    Ok(handle)
+}
+
+/// For `estoque` and `analise`, which serve no HTTP otherwise: `GET /metrics` on 127.0.0.1 at
+/// `LOJA_METRICAS_PORTA` (a free port when unset), its address logged at INFO. Runs until the
+/// process ends.
+pub async fn servir_metricas(
+    handle: mensageria_axum::metricas::PrometheusHandle,
+) -> Result<(), Box<dyn Error>> {
+    let porta = std::env::var("LOJA_METRICAS_PORTA").unwrap_or_else(|_| "0".into());
+    let ouvinte = tokio::net::TcpListener::bind(format!("127.0.0.1:{porta}")).await?;
+    tracing::info!(endereco = %ouvinte.local_addr()?, "loja: serving GET /metrics");
+    let app: mensageria_axum::axum::Router = mensageria_axum::metricas::rota(handle);
+    tokio::spawn(async move {
+        let _ = mensageria_axum::axum::serve(ouvinte, app).await;
+    });
     Ok(())
 }
 

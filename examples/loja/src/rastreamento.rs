@@ -32,7 +32,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter};
 use serde::{Deserialize, Serialize};
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -151,12 +152,14 @@ impl Drop for Rastreamento {
     }
 }
 
-/// When `LOJA_SPANS` names a file, installs the process's `tracing` subscriber: a
-/// `tracing-opentelemetry` layer over a tracer provider of resource `service.name` = `servico`,
-/// sampling every trace, exporting through [`ExportadorJsonl`] (INFO spans and above: the
-/// request's and mensageria's). Without it, installs nothing and returns `None`.
+/// Installs the process's `tracing` subscriber: log lines on stderr (`RUST_LOG`, `info` by
+/// default), and, when `LOJA_SPANS` names a file, a `tracing-opentelemetry` layer over a tracer
+/// provider of resource `service.name` = `servico`, sampling every trace, exporting through
+/// [`ExportadorJsonl`] (INFO spans and above: the request's and mensageria's); its handle is
+/// returned then, `None` otherwise.
 pub fn instalar(servico: &'static str) -> Result<Option<Rastreamento>, Box<dyn Error>> {
     let Some(caminho) = std::env::var_os(VARIAVEL).filter(|c| !c.is_empty()) else {
+        tracing_subscriber::registry().with(linhas()).try_init()?;
         return Ok(None);
     };
     let exportador = ExportadorJsonl::abrir(Path::new(&caminho))
@@ -171,12 +174,23 @@ pub fn instalar(servico: &'static str) -> Result<Option<Rastreamento>, Box<dyn E
         // The span's own fields only: no source location, thread or busy/idle times.
         .with_location(false)
         .with_threads(false)
-        .with_tracked_inactivity(false);
+        .with_tracked_inactivity(false)
+        .with_filter(LevelFilter::INFO);
     tracing_subscriber::registry()
         .with(camada)
-        .with(LevelFilter::INFO)
+        .with(linhas())
         .try_init()?;
     Ok(Some(Rastreamento { provedor }))
+}
+
+/// Log lines on stderr, filtered by `RUST_LOG` (`info` by default).
+fn linhas<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
 }
 
 /// Reads the spans back from the file (every line one [`SpanGravado`]).

@@ -198,6 +198,10 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
         ),
         ("recebidas adotar", conjunto(&["apps", "tipo", "adopted"])),
         (
+            "recebidas esquecer",
+            conjunto(&["app", "registrations_removed"]),
+        ),
+        (
             "doctor",
             conjunto(&[
                 "healthy",

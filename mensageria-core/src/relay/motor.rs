@@ -455,7 +455,7 @@ impl<DB: Banco> Motor<DB> {
         let lote = livres.min(self.config.lote);
         let token = Self::token();
         let inicio = Instant::now();
-        let resultado = self.reivindicar(lote, token).await;
+        let resultado = avisar_se_demorar(self.reivindicar(lote, token)).await;
         let achadas = resultado.as_ref().map_or(0, Vec::len);
         laco.ritmo
             .reivindicou(inicio, Instant::now(), achadas, lote);
@@ -665,6 +665,34 @@ impl Ritmo {
     fn pausa(&mut self, agora: Instant) -> Option<Instant> {
         self.proxima.take().filter(|quando| *quando > agora)
     }
+}
+
+/// How long a claim may go unanswered before the relay says so: a database that is gone without
+/// a word (a silent partition, a host that froze) makes a statement hang until TCP gives up or
+/// the pool's acquire times out, tens of seconds later, and an operator should see it in
+/// seconds.
+const CLAIM_SEM_RESPOSTA: Duration = Duration::from_secs(3);
+
+/// Awaits `claim`; if it has not answered after [`CLAIM_SEM_RESPOSTA`], logs one WARN (and, when
+/// it ends, one INFO saying how long it took), without cancelling it.
+async fn avisar_se_demorar<T>(claim: impl std::future::Future<Output = T>) -> T {
+    tokio::pin!(claim);
+    let inicio = Instant::now();
+    tokio::select! {
+        resultado = &mut claim => return resultado,
+        () = sleep(CLAIM_SEM_RESPOSTA) => {}
+    }
+    tracing::warn!(
+        limite_ms = CLAIM_SEM_RESPOSTA.as_millis() as u64,
+        "mensageria relay: a claim has had no answer from the database for 3 s: it is slow or \
+         unreachable (a network partition, a frozen host); still waiting"
+    );
+    let resultado = claim.await;
+    tracing::info!(
+        fora_por_ms = inicio.elapsed().as_millis() as u64,
+        "mensageria relay: the slow claim answered"
+    );
+    resultado
 }
 
 async fn espera_ou_cancela(cancelar: &CancellationToken, espera: Duration) {

@@ -30,7 +30,8 @@ async fn analisar(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let _rastreamento = loja::rastreamento::instalar("analise")?; // when LOJA_SPANS is set
+    let _rastreamento = loja::rastreamento::instalar("analise")?; // logs; spans when LOJA_SPANS is set
+    loja::servir_metricas(loja::metricas()?).await?; // GET /metrics on LOJA_METRICAS_PORTA
     let pool = loja::pool_do_servico().await?;
     // The shared schema is `pedidos`'s to migrate.
     mensageria_core::esperar_schema(&pool, Duration::from_secs(60)).await?;

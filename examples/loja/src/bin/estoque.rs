@@ -38,7 +38,8 @@ async fn reservar(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let _rastreamento = loja::rastreamento::instalar("estoque")?; // when LOJA_SPANS is set
+    let _rastreamento = loja::rastreamento::instalar("estoque")?; // logs; spans when LOJA_SPANS is set
+    loja::servir_metricas(loja::metricas()?).await?; // GET /metrics on LOJA_METRICAS_PORTA
     let pool_do_relay = loja::pool_do_servico().await?;
     // Not the owner: wait (bounded, one log line) for `pedidos` to migrate.
     mensageria_core::esperar_schema(&pool_do_relay, Duration::from_secs(60)).await?;

@@ -54,7 +54,8 @@ async fn criar(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let _rastreamento = loja::rastreamento::instalar("pedidos")?; // when LOJA_SPANS is set
+    let _rastreamento = loja::rastreamento::instalar("pedidos")?; // logs; spans when LOJA_SPANS is set
+    let metricas = loja::metricas()?; // GET /metrics beside the routes
     let pool_do_relay = loja::pool_do_servico().await?;
     mensageria_core::migrar(&pool_do_relay).await?; // the owner's job
     sqlx::raw_sql(sqlx::AssertSqlSafe(
@@ -82,6 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         axum::Router::new()
             .route("/pedidos", post(criar))
             .with_state(pool_http),
-    );
+    )
+    .merge(mensageria_axum::metricas::rota(metricas));
     loja::servir_ate_sigint(app, relay).await
 }
