@@ -46,12 +46,20 @@ async fn publicar_lancamento(evento: Lancamento, ctx: &ContextoEnvio) -> Result<
 /// How many times a `lento` event's function ran (committed or rolled back).
 static RODADAS_LENTAS: AtomicU64 = AtomicU64::new(0);
 
+/// How many times a `vagarosa` event's function ran.
+static RODADAS_VAGAROSAS: AtomicU64 = AtomicU64::new(0);
+
 /// What the receptor does before its effect: refuse `veneno` for good, take 150 ms for `lento`,
 /// fail `sempre` temporarily every time (a dependency that never comes back).
 async fn antes_do_efeito(evento: &Lancamento) -> Result<(), Rejeicao> {
     match evento.marca.as_str() {
         "veneno" => Err(Rejeicao::permanente("poison: never applicable")),
         "sempre" => Err(Rejeicao::temporaria("a dependency that never comes back")),
+        "vagarosa" => {
+            RODADAS_VAGAROSAS.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            Ok(())
+        }
         "lento" => {
             RODADAS_LENTAS.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(150)).await;
@@ -333,10 +341,22 @@ async fn pub_acks_perdidos_o_fluxo_absorve_a_republicacao() {
         apressado.tentativas.load(Ordering::Relaxed),
         apressado.sem_pub_ack.load(Ordering::Relaxed),
     );
+    let duplicados = apressado.apressado.duplicados() + apressado.normal.duplicados();
     println!(
-        "PubAcks lost: {tentativas} publishes for {} events, {sem_pub_ack} PubAcks timed out; \
-         {no_fluxo} messages in the stream; {contas}",
+        "PubAcks lost: {tentativas} publishes for {} events, {sem_pub_ack} PubAcks timed out, \
+         {duplicados} PubAcks said duplicate; {no_fluxo} messages in the stream; {contas}",
         razao.commitadas()
+    );
+    // Each event got exactly one PubAck (its last publish): the first store's, or, when that
+    // PubAck was lost, a re-publish's that said duplicate (the stream had stored it already).
+    assert_eq!(
+        tentativas - sem_pub_ack,
+        razao.commitadas(),
+        "one PubAck per event"
+    );
+    assert!(
+        duplicados > 0 && duplicados <= sem_pub_ack,
+        "{duplicados} duplicate PubAcks for {sem_pub_ack} lost ones"
     );
     contas.afirmar();
     assert!(
@@ -890,6 +910,112 @@ async fn expirada_esperando_reentrega_vira_morta() {
             .iter()
             .all(|m| m.motivo.starts_with("expired") && m.payload.contains("sempre"))
     );
+    js.delete_stream(fluxo.nome()).await.unwrap();
+    emissor.descartar().await;
+    fiscal.descartar().await;
+}
+
+/// `(deliveries, acks)` of a durable, by consumer sequence: each delivery, redeliveries
+/// included, takes one.
+async fn entregas_do_duravel(js: &jetstream::Context, fluxo: &Fluxo, duravel: &str) -> (u64, u64) {
+    let stream = js.get_stream(fluxo.nome()).await.unwrap();
+    let info = stream.consumer_info(duravel).await.unwrap();
+    (
+        info.delivered.consumer_sequence,
+        info.ack_floor.consumer_sequence,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_perdido_depois_do_commit_e_absorvido() {
+    // Every message's first ack is lost after the receptor committed (the consumer's fault
+    // hook): JetStream redelivers each after the ack wait (1 s), the receptor answers
+    // `duplicate`, and every event is applied exactly once.
+    let js = bancada::conectar(&bancada::url_compartilhada()).await;
+    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
+    let (emissor, envio) = emissor().await;
+    let (fiscal, recepcao) = receptor_pg().await;
+    let config = config_consumidor("fiscal")
+        .com_ack_wait(Duration::from_secs(1))
+        .com_ensaio_perder_primeiro_ack();
+    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
+    let relay = Relay::new(envio.clone(), config_relay())
+        .recurso(Publicador::new(js.clone(), &fluxo))
+        .spawn()
+        .unwrap();
+    for n in 0..50 {
+        produzir(&envio, n, "normal").await;
+    }
+    esperar_saida_vazia(&envio, 30).await;
+    let razao = Razao::ler(&emissor.pool).await;
+    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
+    let duravel = "fiscal__faltas_2elancamento";
+    let (entregas, confirmadas) = esperar_valor(
+        "every message delivered again and acked",
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || entregas_do_duravel(&js, &fluxo, duravel),
+        |&(entregas, confirmadas)| entregas >= 100 && confirmadas == entregas,
+    )
+    .await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    println!(
+        "first ack of each lost after the commit: {entregas} deliveries for 50 events; {contas}"
+    );
+    contas.afirmar();
+    assert_eq!((entregas, confirmadas), (100, 100), "each message delivered exactly twice");
+    js.delete_stream(fluxo.nome()).await.unwrap();
+    emissor.descartar().await;
+    fiscal.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lote_lento_nao_e_reentregue_a_irma() {
+    // Two replicas share the durable; a batch of 4 effects of 400 ms (1.6 s) outlives the ack
+    // wait (1 s): the in-progress signals keep the server from handing it to the sibling. Each
+    // message delivered once, each function run once.
+    let js = bancada::conectar(&bancada::url_compartilhada()).await;
+    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
+    let (emissor, envio) = emissor().await;
+    let (fiscal, recepcao) = receptor_pg().await;
+    let config = || {
+        config_consumidor("fiscal")
+            .com_ack_wait(Duration::from_secs(1))
+            .com_lote(4)
+    };
+    let primeira = consumir(&recepcao, &js, &fluxo, config()).await;
+    let segunda = consumir(&recepcao, &js, &fluxo, config()).await;
+    for n in 0..4 {
+        produzir(&envio, n, "vagarosa").await;
+    }
+    let relay = Relay::new(envio.clone(), config_relay())
+        .recurso(Publicador::new(js.clone(), &fluxo))
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia(&envio, 30).await;
+    let razao = Razao::ler(&emissor.pool).await;
+    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
+    // Longer than an ack wait after the last effect: a redelivery would have come by now.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (entregas, confirmadas) =
+        entregas_do_duravel(&js, &fluxo, "fiscal__faltas_2elancamento").await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(primeira.shutdown(Duration::from_secs(5)).await);
+    assert!(segunda.shutdown(Duration::from_secs(5)).await);
+    let rodadas = RODADAS_VAGAROSAS.load(Ordering::Relaxed);
+    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    println!(
+        "slow batch (1.6 s, ack wait 1 s), two replicas: {entregas} deliveries, {rodadas} runs; {contas}"
+    );
+    contas.afirmar();
+    assert_eq!(
+        (entregas, confirmadas),
+        (4, 4),
+        "no redelivery to the sibling"
+    );
+    assert_eq!(rodadas, 4, "each function ran once");
     js.delete_stream(fluxo.nome()).await.unwrap();
     emissor.descartar().await;
     fiscal.descartar().await;

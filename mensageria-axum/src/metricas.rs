@@ -141,6 +141,11 @@ pub fn descrever() {
         "The stream's max_age the consumer reads from: past it a message is deleted, applied or not (labels app, tipo)"
     );
     describe_counter!(
+        "mensageria_published_duplicate_total",
+        Unit::Count,
+        "PubAcks that said duplicate: a message the stream already had, published again and dropped (label tipo)"
+    );
+    describe_counter!(
         "mensageria_consumer_expired_total",
         Unit::Count,
         "Messages the stream deleted before the consumer settled them, each kept as a receiving-side dead letter (labels app, tipo)"

@@ -275,6 +275,7 @@ fn parametro_ce_specversion() -> ParameterBuilder {
 
 /// The document for `receptores` mounted under `base`.
 pub(crate) fn documento<'a>(
+    app: &str,
     base: &str,
     limite_lote: crate::config::LimiteLote,
     receptores: impl IntoIterator<Item = &'a crate::receptor::ReceptorRegistrado>,
@@ -307,8 +308,18 @@ pub(crate) fn documento<'a>(
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
-                .title("mensageria receptores")
+                .title(format!("mensageria receptores of {app}"))
+                .description(Some(format!(
+                    "The receptores of receiving app `{app}`: its dedup records, keyed by app, \
+                     tipo and natural key, are its own (another app receiving the same tipo on \
+                     the same schema applies every event too)."
+                )))
                 .version(env!("CARGO_PKG_VERSION"))
+                .extensions(Some(
+                    utoipa::openapi::extensions::ExtensionsBuilder::new()
+                        .add("x-mensageria-app", app)
+                        .build(),
+                ))
                 .build(),
         )
         .paths(caminhos.build())

@@ -59,6 +59,7 @@ pub fn router<DB: Banco>(pool: Pool<DB>, config: Config) -> Result<Router, Erro>
     montados.sort_by_key(|r| r.tipo);
     registrar_enquanto_vive(&estado, montados.iter().map(|r| r.tipo).collect());
     let documento = crate::openapi::documento(
+        &config.app,
         &config.caminho_base,
         config.limite_lote,
         montados.iter().copied(),

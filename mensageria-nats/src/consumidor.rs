@@ -65,6 +65,7 @@ pub struct Config {
     idade_maxima: Duration,
     tempo_limite: Duration,
     pub(crate) intervalo_de_verificacao: Duration,
+    perder_primeiro_ack: bool,
 }
 
 impl Config {
@@ -87,7 +88,17 @@ impl Config {
             idade_maxima: Duration::from_secs(7 * 24 * 3600),
             tempo_limite: Duration::from_secs(120),
             intervalo_de_verificacao: Duration::from_secs(5),
+            perder_primeiro_ack: false,
         }
+    }
+
+    /// **For fault tests only**: the first ack of every message is not sent, as if it were lost
+    /// after the receptor committed. JetStream redelivers the message after the ack wait and the
+    /// receptor answers `duplicate` (its dedup record committed with the effect): what a lost
+    /// ack costs, exercised. Never in production.
+    pub fn com_ensaio_perder_primeiro_ack(mut self) -> Self {
+        self.perder_primeiro_ack = true;
+        self
     }
 
     /// Gives a message up after this many deliveries that failed temporarily (at least 1): it
@@ -631,6 +642,12 @@ impl<DB: Banco> Laco<DB> {
     async fn liquidar(&self, mensagem: &Message, veredito: Veredito, banco_fora: Option<i64>) {
         let tipo = self.registrado.tipo;
         let resposta = match veredito {
+            Veredito::Confirmar { .. }
+                if self.config.perder_primeiro_ack
+                    && mensagem.info().is_ok_and(|info| info.delivered == 1) =>
+            {
+                Ok(()) // the fault test's lost ack: never sent
+            }
             Veredito::Confirmar { .. } => mensagem.ack().await,
             Veredito::Rejeitar { codigo, motivo } => {
                 self.terminar_morta(mensagem, codigo, &motivo).await

@@ -1,5 +1,7 @@
 //! Publishing: the relay resource an `#[enviador]` hands its message to.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -41,6 +43,8 @@ use crate::Fluxo;
 pub struct Publicador {
     js: jetstream::Context,
     fluxo: Fluxo,
+    /// PubAcks that said `duplicate`, shared by the clones.
+    duplicados: Arc<AtomicU64>,
 }
 
 impl Publicador {
@@ -50,7 +54,16 @@ impl Publicador {
         Self {
             js,
             fluxo: fluxo.clone(),
+            duplicados: Arc::default(),
         }
+    }
+
+    /// How many PubAcks said `duplicate` so far (this publisher and its clones): a message the
+    /// stream already had within its duplicate window, published again after a lost PubAck or a
+    /// relay crash, and dropped by the stream. Also counted by the metric
+    /// `mensageria_published_duplicate_total{tipo}`.
+    pub fn duplicados(&self) -> u64 {
+        self.duplicados.load(Ordering::Relaxed)
     }
 
     /// How long to wait for a PubAck before the attempt counts as a temporary failure (the
@@ -89,6 +102,11 @@ impl Publicador {
             duplicate = ack.duplicate,
             "mensageria nats: published"
         );
+        if ack.duplicate {
+            self.duplicados.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("mensageria_published_duplicate_total", "tipo" => ctx.tipo().to_owned())
+                .increment(1);
+        }
         Ok(())
     }
 }

@@ -89,6 +89,33 @@ pub async fn pool_do_servico() -> Result<PgPool, Box<dyn Error>> {
         .await?)
 }
 
+/// For the schema's owner (`pedidos`): creates `LOJA_SCHEMA` when it is missing, so a fresh
+/// database needs no hand step (`migrar` itself never creates a schema: that is the owner's
+/// decision, taken here). The others wait for it (`esperar_schema`).
+pub async fn criar_schema_do_dono(pool: &PgPool) -> Result<(), Box<dyn Error>> {
+    let Ok(schema) = std::env::var("LOJA_SCHEMA") else {
+        return Ok(());
+    };
+    let valido = !schema.is_empty()
+        && schema.len() <= 63
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !schema.starts_with(|c: char| c.is_ascii_digit());
+    if !valido {
+        return Err(format!(
+            "LOJA_SCHEMA={schema:?}: use letters, digits and `_` (not first), at most 63"
+        )
+        .into());
+    }
+    mensageria_core::sqlx::query(mensageria_core::sqlx::AssertSqlSafe(format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{schema}\""
+    )))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// `NATS_URL`, or the local server (`nats://127.0.0.1:4222`).
 pub fn nats_url() -> String {
     std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())

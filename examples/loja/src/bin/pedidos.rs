@@ -57,6 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _rastreamento = loja::rastreamento::instalar("pedidos")?; // logs; spans when LOJA_SPANS is set
     let metricas = loja::metricas()?; // GET /metrics beside the routes
     let pool_do_relay = loja::pool_do_servico().await?;
+    loja::criar_schema_do_dono(&pool_do_relay).await?; // a fresh database needs no hand step
     mensageria_core::migrar(&pool_do_relay).await?; // the owner's job
     sqlx::raw_sql(sqlx::AssertSqlSafe(
         "CREATE TABLE IF NOT EXISTS pedidos (id BIGINT PRIMARY KEY, item TEXT NOT NULL); \
