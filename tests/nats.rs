@@ -562,6 +562,56 @@ async fn duravel_apagado_no_meio_e_recriado() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tipo_sem_receptor_nunca_fica_num_duravel_do_app() {
+    // An app asked to consume a tipo it has no receptor for gets no durable for it, and messages
+    // of that tipo published to the stream never sit in any of its durables.
+    use futures_util::TryStreamExt as _;
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let receptor = PgIsolado::novo().await;
+    receptor_pronto(&receptor.pool).await;
+    let config = config_consumidor("seletivo").com_tipos(["nats.pedido", "ninguem.recebe"]);
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config)
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(consumidor.tipos(), ["nats.pedido"]);
+    for _ in 0..5 {
+        bancada
+            .js
+            .publish(bancada.fluxo.assunto("ninguem.recebe"), "{}".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut fluxo = bancada.js.get_stream(bancada.fluxo.nome()).await.unwrap();
+    assert_eq!(fluxo.info().await.unwrap().state.messages, 5);
+    let duraveis: Vec<_> = fluxo.consumers().try_collect().await.unwrap();
+    assert_eq!(
+        duraveis.len(),
+        5,
+        "the unordered lane and four ordered lanes of nats.pedido only"
+    );
+    for duravel in &duraveis {
+        assert!(
+            duravel.name.starts_with("seletivo__nats_2epedido"),
+            "{}",
+            duravel.name
+        );
+        assert_eq!(
+            (duravel.num_pending, duravel.num_ack_pending),
+            (0, 0),
+            "{}",
+            duravel.name
+        );
+    }
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    bancada.fechar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn veneno_e_guardado_e_temporaria_volta() {
     let bancada = Bancada::nova(Duration::from_secs(120)).await;
     let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);

@@ -965,7 +965,11 @@ async fn ack_perdido_depois_do_commit_e_absorvido() {
         "first ack of each lost after the commit: {entregas} deliveries for 50 events; {contas}"
     );
     contas.afirmar();
-    assert_eq!((entregas, confirmadas), (100, 100), "each message delivered exactly twice");
+    assert_eq!(
+        (entregas, confirmadas),
+        (100, 100),
+        "each message delivered exactly twice"
+    );
     js.delete_stream(fluxo.nome()).await.unwrap();
     emissor.descartar().await;
     fiscal.descartar().await;

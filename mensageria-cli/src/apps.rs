@@ -351,7 +351,11 @@ pub(crate) async fn executar(conexao: &Conexao, acao: AcaoApps, json: bool) -> R
             if !all {
                 apps.iter_mut().for_each(App::ocultar_encerradas);
             }
-            imprimir(&Lista { apps }, json);
+            let receivers = nos_dois!(conexao, pool => operacoes::receptores(pool).await?)
+                .into_iter()
+                .map(crate::status::Recebedor::de)
+                .collect();
+            imprimir(&Lista { apps, receivers }, json);
             Ok(())
         }
         AcaoApps::Remover { app, yes } => remover(conexao, app, yes, silencio_ms, json).await,
@@ -362,11 +366,25 @@ pub(crate) async fn executar(conexao: &Conexao, acao: AcaoApps, json: bool) -> R
 #[derive(Debug, Serialize)]
 struct Lista {
     apps: Vec<App>,
+    /// The receiving apps registered (pure receivers included), as `status` shows them.
+    receivers: Vec<crate::status::Recebedor>,
 }
 
 impl Relatorio for Lista {
-    /// One line per instance; the app's own columns on its first line only.
+    /// The relays' apps, one line per instance (the app's own columns on its first line only),
+    /// then the receiving apps.
     fn humano(&self) -> String {
+        let mut texto = self.tabela_dos_relays();
+        if !self.receivers.is_empty() {
+            texto.push_str("\n\n");
+            texto.push_str(&crate::status::tabela_dos_recebedores(&self.receivers));
+        }
+        texto
+    }
+}
+
+impl Lista {
+    fn tabela_dos_relays(&self) -> String {
         if self.apps.is_empty() {
             return "no app registered: no relay has run on this schema (or every app was removed)"
                 .into();

@@ -154,7 +154,7 @@ impl Relatorio for Status {
 }
 
 /// The receiving apps' table (`status`; `!` marks a silent app or a consumer near expiry).
-fn tabela_dos_recebedores(recebedores: &[Recebedor]) -> String {
+pub(crate) fn tabela_dos_recebedores(recebedores: &[Recebedor]) -> String {
     let mut tabela = Tabela::new([
         "receiving app",
         "tipo",

@@ -327,3 +327,86 @@ nos_dois_bancos! {
         assert!(stdout(&humano).lines().any(|l| l.starts_with("PROBLEM  1 dead letter(s) of tipo `a.um`")), "{}", stdout(&humano));
     }
 }
+
+nos_dois_bancos! {
+    /// Receiving apps as their registrations show them: a JetStream consumer silent for two
+    /// minutes with messages waiting, one whose oldest unsettled message passed half the
+    /// stream's max_age, and a healthy HTTP receiver; then unowned dedup records of a tipo two
+    /// receiving apps receive. Each is a problem of its own code; `status` shows the lag and
+    /// flags both; `recebidas esquecer` retires the silent one.
+    async fn doctor_ve_os_apps_que_recebem(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let plantar = |app: &str, tipo: &str, transporte: &str, ha_ms: i64, lag: Option<(i64, i64, i64)>| {
+            let (pendentes, antiga, max_age) = lag.map_or(("NULL".to_owned(), "NULL".to_owned(), "NULL".to_owned()), |(p, a, m)| (p.to_string(), a.to_string(), m.to_string()));
+            format!(
+                "INSERT INTO mensageria_receptores (app, tipo, transporte, visto_em, pendentes, em_voo, reentregues, mais_antiga_ms, max_age_ms) \
+                 VALUES ('{app}', '{tipo}', '{transporte}', {}, {pendentes}, 0, 2, {antiga}, {max_age})",
+                db.ha(ha_ms)
+            )
+        };
+        let dia = 86_400_000;
+        for sql in [
+            plantar("estoque", "pedido.criado", "nats", 120_000, Some((20, 45_000, 7 * dia))),
+            plantar("analise", "pedido.criado", "nats", 1_000, Some((3, 4 * dia, 7 * dia))),
+            plantar("fiscal", "nota.emitida", "http", 2_000, None),
+        ] {
+            db.executar(sql, &[], "a receiving app's registration").await;
+        }
+        let d = diagnosticar(&db, &["--retencao", "30d"], 1);
+        assert_eq!(
+            problemas(&d),
+            vec![
+                (s("consumer-near-expiry"), s("pedido.criado"), vec![s("analise")]),
+                (s("receiver-silent"), s("pedido.criado"), vec![s("estoque")]),
+            ],
+            "{d:#}"
+        );
+        let silencio = d["problems"].as_array().unwrap().iter().find(|p| p["code"] == "receiver-silent").unwrap();
+        assert!(silencio["message"].as_str().unwrap().contains("20 waiting"), "{silencio}");
+        // With --max-pending-age, the consumers' oldest messages are judged too.
+        let d = diagnosticar(&db, &["--retencao", "30d", "--max-pending-age", "30s"], 1);
+        assert!(problemas(&d).contains(&(s("pending-too-old"), s("pedido.criado"), vec![s("estoque")])), "{d:#}");
+
+        let status = db.json_de(&["status"]);
+        let recebedores = status["receivers"].as_array().unwrap();
+        let estoque = recebedores.iter().find(|r| r["app"] == "estoque").unwrap();
+        assert_eq!((estoque["silent"].as_bool(), estoque["pending"].as_i64(), estoque["near_expiry"].as_bool()), (Some(true), Some(20), Some(false)), "{estoque}");
+        let analise = recebedores.iter().find(|r| r["app"] == "analise").unwrap();
+        assert_eq!((analise["silent"].as_bool(), analise["near_expiry"].as_bool()), (Some(false), Some(true)), "{analise}");
+        let fiscal = recebedores.iter().find(|r| r["app"] == "fiscal").unwrap();
+        assert!(fiscal["pending"].is_null(), "{fiscal}");
+        let tabela = stdout(&db.mensageria(&["status"]).assert().success());
+        assert!(tabela.contains("RECEIVING APP") && tabela.contains("2m 00s ago !") && tabela.contains("4d 00h !"), "{tabela}");
+
+        // Unowned dedup records of a tipo two receiving apps receive: who owns them is a problem.
+        db.executar("INSERT INTO mensageria_recebidas (app, tipo, chave) VALUES ('', 'pedido.criado', '[1]')".to_owned(), &[], "an unowned record").await;
+        db.mensageria(&["recebidas", "esquecer", "--app", "estoque", "--yes"]).assert().success();
+        let d = diagnosticar(&db, &["--retencao", "30d"], 1);
+        let sem_dono = d["problems"].as_array().unwrap().iter().find(|p| p["code"] == "unowned-dedup-records");
+        assert!(sem_dono.is_none(), "one receiving app left: a note, not a problem: {d:#}");
+        assert!(d["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("recebidas adotar --app analise --tipo pedido.criado")), "{d:#}");
+        plantar_e_reexecutar(&db).await;
+    }
+}
+
+/// A second receiving app of the tipo comes back: the unowned records are ambiguous again.
+async fn plantar_e_reexecutar(db: &impl Alvo) {
+    let sql = format!(
+        "INSERT INTO mensageria_receptores (app, tipo, transporte, visto_em) VALUES ('estoque', 'pedido.criado', 'nats', {})",
+        db.ha(0)
+    );
+    db.executar(sql, &[], "estoque back").await;
+    let d = diagnosticar(db, &["--retencao", "30d"], 1);
+    let sem_dono = problemas(&d)
+        .into_iter()
+        .find(|p| p.0 == "unowned-dedup-records");
+    assert_eq!(
+        sem_dono,
+        Some((
+            s("unowned-dedup-records"),
+            s("pedido.criado"),
+            vec![s("analise"), s("estoque")]
+        )),
+        "{d:#}"
+    );
+}

@@ -245,6 +245,18 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "apps[].instances[].dead_after_ms",
                 "apps[].instances[].in_flight",
                 "apps[].hidden_instances",
+                "receivers",
+                "receivers[].app",
+                "receivers[].tipo",
+                "receivers[].transport",
+                "receivers[].last_seen_ago_ms",
+                "receivers[].silent",
+                "receivers[].pending",
+                "receivers[].in_flight",
+                "receivers[].redelivered",
+                "receivers[].oldest_age_ms",
+                "receivers[].max_age_ms",
+                "receivers[].near_expiry",
             ]),
         ),
         (
@@ -305,6 +317,9 @@ nos_dois_bancos! {
             caminhos(&serde_json::from_slice(&saida.stdout).unwrap(), "", &mut chaves);
             chaves
         }));
+        let outro = "INSERT INTO mensageria_receptores (app, tipo, transporte, pendentes, em_voo, \
+             reentregues, mais_antiga_ms, max_age_ms) VALUES ('analise', 'a.um', 'nats', 0, 0, 0, 0, 604800000)";
+        db.executar(outro.to_owned(), &[], "another receiving app").await;
         vistas.push(("apps listar", chaves_de(&db, &["apps", "listar"])));
         vistas.push(("apps remover", chaves_de(&db, &["apps", "remover", "antigo", "--yes"])));
 
