@@ -664,134 +664,190 @@ async fn parada_graciosa_nao_deixa_mensagem_sem_liquidar() {
     analise.descartar().await;
 }
 
+/// The scenario the consumer-discipline rows share: a sending app and one receiving app,
+/// `fiscal` (PostgreSQL), on a stream of their own.
+struct Cena {
+    js: jetstream::Context,
+    fluxo: Fluxo,
+    emissor: PgIsolado,
+    envio: PgPool,
+    fiscal: PgIsolado,
+    recepcao: PgPool,
+}
+
+impl Cena {
+    /// On a stream with a 120 s duplicate window and the default max_age.
+    async fn nova() -> Self {
+        let js = bancada::conectar(&bancada::url_compartilhada()).await;
+        let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
+        Self::com(js, fluxo).await
+    }
+
+    /// On a stream whose messages live `max_age`.
+    async fn efemera(max_age: Duration) -> Self {
+        let js = bancada::conectar(&bancada::url_compartilhada()).await;
+        let sufixo = uuid::Uuid::now_v7().simple().to_string();
+        let fluxo = Fluxo::new(format!("E{sufixo}"), format!("e{sufixo}"))
+            .unwrap()
+            .com_janela_de_duplicatas(Duration::from_millis(500))
+            .com_idade_maxima(max_age)
+            .garantir(&js)
+            .await
+            .unwrap();
+        Self::com(js, fluxo).await
+    }
+
+    async fn com(js: jetstream::Context, fluxo: Fluxo) -> Self {
+        let (emissor, envio) = emissor().await;
+        let (fiscal, recepcao) = receptor_pg().await;
+        Self {
+            js,
+            fluxo,
+            emissor,
+            envio,
+            fiscal,
+            recepcao,
+        }
+    }
+
+    /// `fiscal`'s consumer (one replica) with `config`.
+    async fn consumir(&self, config: ConfigConsumidor) -> ConsumidorHandle {
+        consumir(&self.recepcao, &self.js, &self.fluxo, config).await
+    }
+
+    /// The sending app's relay, publishing to the stream.
+    fn relay(&self) -> mensageria_core::relay::RelayHandle {
+        Relay::new(self.envio.clone(), config_relay())
+            .recurso(Publicador::new(self.js.clone(), &self.fluxo))
+            .spawn()
+            .unwrap()
+    }
+
+    /// Commits events `ns`, each marked by `marca`.
+    async fn produzir(&self, ns: std::ops::Range<i64>, marca: fn(i64) -> &'static str) {
+        for n in ns {
+            produzir(&self.envio, n, marca(n)).await;
+        }
+    }
+
+    /// Waits until the saída is empty, every applicable event is applied and the dead letters
+    /// hold at least the poison; the ledger.
+    async fn esperar_o_fim(&self) -> Razao {
+        esperar_saida_vazia(&self.envio, 30).await;
+        let razao = Razao::ler(&self.emissor.pool).await;
+        bancada::esperar_aplicadas(&self.recepcao, razao.aplicaveis(), Duration::from_secs(30))
+            .await;
+        esperar_valor(
+            "the dead letters kept",
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+            || contar(&self.recepcao, "mensageria_mortas_recebidas"),
+            |&mortas| mortas as usize >= razao.veneno().len(),
+        )
+        .await;
+        razao
+    }
+
+    /// `fiscal`'s receiving-side dead letters.
+    async fn mortas(&self) -> Vec<mensageria_core::operacoes::MortaRecebida> {
+        mensageria_core::operacoes::mortas_recebidas(&self.recepcao, Some("fiscal"), 100)
+            .await
+            .unwrap()
+    }
+
+    /// `(deliveries, acks)` of `fiscal`'s unordered durable, by consumer sequence: each
+    /// delivery, redeliveries included, takes one.
+    async fn entregas(&self) -> (u64, u64) {
+        let stream = self.js.get_stream(self.fluxo.nome()).await.unwrap();
+        let info = stream.consumer_info(DURAVEL).await.unwrap();
+        (
+            info.delivered.consumer_sequence,
+            info.ack_floor.consumer_sequence,
+        )
+    }
+
+    async fn fechar(self) {
+        self.js.delete_stream(self.fluxo.nome()).await.unwrap();
+        self.emissor.descartar().await;
+        self.fiscal.descartar().await;
+    }
+}
+
+/// `fiscal`'s durable of the unordered lane.
+const DURAVEL: &str = "fiscal__faltas_2elancamento";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn falha_sem_fim_termina_morta_no_limite() {
     // 1 event in 10 fails temporarily forever: each is given up at its 3rd delivery into the
     // receiving side's dead letters (`gave_up`), never retried forever, never dropped.
-    let js = bancada::conectar(&bancada::url_compartilhada()).await;
-    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
-    let (emissor, envio) = emissor().await;
-    let (fiscal, recepcao) = receptor_pg().await;
+    let cena = Cena::nova().await;
     let config = config_consumidor("fiscal")
         .com_max_entregas(3)
         .com_backoff(Duration::from_millis(20), Duration::from_millis(100));
-    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
-    let relay = Relay::new(envio.clone(), config_relay())
-        .recurso(Publicador::new(js.clone(), &fluxo))
-        .spawn()
-        .unwrap();
-    for n in 0..200 {
-        produzir(&envio, n, if n % 10 == 3 { "sempre" } else { "normal" }).await;
-    }
-    esperar_saida_vazia(&envio, 30).await;
-    let razao = Razao::ler(&emissor.pool).await;
-    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
-    esperar_valor(
-        "the failing events kept",
-        Duration::from_secs(20),
-        Duration::from_millis(20),
-        || contar(&recepcao, "mensageria_mortas_recebidas"),
-        |&mortas| mortas as usize >= razao.veneno().len(),
-    )
-    .await;
+    let consumidor = cena.consumir(config).await;
+    let relay = cena.relay();
+    cena.produzir(0..200, |n| if n % 10 == 3 { "sempre" } else { "normal" })
+        .await;
+    let razao = cena.esperar_o_fim().await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
-    let motivos = mensageria_core::operacoes::mortas_recebidas(&recepcao, Some("fiscal"), 100)
-        .await
-        .unwrap();
-    let entregas: Vec<i64> = motivos.iter().map(|m| m.entregas).collect();
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let mortas = cena.mortas().await;
+    let entregas: Vec<i64> = mortas.iter().map(|m| m.entregas).collect();
     println!(
         "failing forever (1 in 10), max_entregas 3: {contas}; deliveries of each: {entregas:?}"
     );
     contas.afirmar();
     assert_eq!(contas.veneno, 20);
     assert!(
-        motivos
+        mortas
             .iter()
             .all(|m| m.motivo.starts_with("gave_up") && m.entregas == 3)
     );
-    js.delete_stream(fluxo.nome()).await.unwrap();
-    emissor.descartar().await;
-    fiscal.descartar().await;
+    cena.fechar().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duravel_apagado_com_produtores_nada_perdido() {
     // The receiving app's durable is deleted while producers commit every ~5 ms: the consumer
     // recreates it (from the stream's first message) and every event is applied once.
-    let js = bancada::conectar(&bancada::url_compartilhada()).await;
-    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
-    let (emissor, envio) = emissor().await;
-    let (fiscal, recepcao) = receptor_pg().await;
+    let cena = Cena::nova().await;
     let config =
         config_consumidor("fiscal").com_intervalo_de_verificacao(Duration::from_millis(250));
-    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
-    let relay = Relay::new(envio.clone(), config_relay())
-        .recurso(Publicador::new(js.clone(), &fluxo))
-        .spawn()
-        .unwrap();
-    let produtores = Produtores::iniciar(envio.clone(), |_| "normal");
+    let consumidor = cena.consumir(config).await;
+    let relay = cena.relay();
+    let produtores = Produtores::iniciar(cena.envio.clone(), |_| "normal");
     esperar_valor(
         "some events applied",
         Duration::from_secs(20),
         Duration::from_millis(20),
-        || aplicadas(&recepcao),
+        || aplicadas(&cena.recepcao),
         |&n| n >= 100,
     )
     .await;
-    let stream = js.get_stream(fluxo.nome()).await.unwrap();
-    let duravel = "fiscal__faltas_2elancamento";
-    stream.delete_consumer(duravel).await.unwrap();
+    let stream = cena.js.get_stream(cena.fluxo.nome()).await.unwrap();
+    stream.delete_consumer(DURAVEL).await.unwrap();
     let apagado = Instant::now();
     esperar_valor(
         "the durable recreated",
         Duration::from_secs(10),
         Duration::from_millis(20),
-        || async { stream.consumer_info(duravel).await.is_ok() },
+        || async { stream.consumer_info(DURAVEL).await.is_ok() },
         |&existe| existe,
     )
     .await;
     let recriado = apagado.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let commitadas = produtores.parar().await;
-    esperar_saida_vazia(&envio, 30).await;
-    let razao = Razao::ler(&emissor.pool).await;
-    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
+    let razao = cena.esperar_o_fim().await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
     println!(
         "durable deleted mid-run ({commitadas} committed): recreated {recriado:?} after; {contas}"
     );
     contas.afirmar();
-    js.delete_stream(fluxo.nome()).await.unwrap();
-    emissor.descartar().await;
-    fiscal.descartar().await;
-}
-
-/// A stream of this test's own whose messages live `max_age`.
-async fn fluxo_efemero(js: &jetstream::Context, max_age: Duration) -> Fluxo {
-    let sufixo = uuid::Uuid::now_v7().simple().to_string();
-    Fluxo::new(format!("E{sufixo}"), format!("e{sufixo}"))
-        .unwrap()
-        .com_janela_de_duplicatas(Duration::from_millis(500))
-        .com_idade_maxima(max_age)
-        .garantir(js)
-        .await
-        .unwrap()
-}
-
-/// Waits until the stream has deleted every message it held (its `max_age` passed).
-async fn esperar_fluxo_vazio(js: &jetstream::Context, fluxo: &Fluxo) {
-    esperar_valor(
-        "the stream's max_age deleted its messages",
-        Duration::from_secs(20),
-        Duration::from_millis(100),
-        || bancada::mensagens_no_fluxo(js, fluxo),
-        |&mensagens| mensagens == 0,
-    )
-    .await;
+    cena.fechar().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -800,45 +856,38 @@ async fn app_fora_mais_que_max_age_registra_o_que_perdeu() {
     // shorter than its absence: the stream deletes them before the app sees them. At its restart
     // the app finds the gap in its durable and keeps one dead letter naming the stream sequences
     // deleted (which of them were its tipo's cannot be known): nothing vanishes unrecorded.
-    let js = bancada::conectar(&bancada::url_compartilhada()).await;
-    let fluxo = fluxo_efemero(&js, Duration::from_secs(3)).await;
-    let (emissor, envio) = emissor().await;
-    let (fiscal, recepcao) = receptor_pg().await;
+    let cena = Cena::efemera(Duration::from_secs(3)).await;
     let config =
         || config_consumidor("fiscal").com_intervalo_de_verificacao(Duration::from_millis(200));
-    let consumidor = consumir(&recepcao, &js, &fluxo, config()).await;
-    let relay = Relay::new(envio.clone(), config_relay())
-        .recurso(Publicador::new(js.clone(), &fluxo))
-        .spawn()
-        .unwrap();
-    for n in 0..30 {
-        produzir(&envio, n, "normal").await;
-    }
-    bancada::esperar_aplicadas(&recepcao, 30, Duration::from_secs(30)).await;
+    let consumidor = cena.consumir(config()).await;
+    let relay = cena.relay();
+    cena.produzir(0..30, |_| "normal").await;
+    bancada::esperar_aplicadas(&cena.recepcao, 30, Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_millis(300)).await; // one more registration
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    for n in 30..60 {
-        produzir(&envio, n, "normal").await;
-    }
-    esperar_saida_vazia(&envio, 30).await;
-    esperar_fluxo_vazio(&js, &fluxo).await;
-    let consumidor = consumir(&recepcao, &js, &fluxo, config()).await;
+    cena.produzir(30..60, |_| "normal").await;
+    esperar_saida_vazia(&cena.envio, 30).await;
+    esperar_valor(
+        "the stream's max_age deleted its messages",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || bancada::mensagens_no_fluxo(&cena.js, &cena.fluxo),
+        |&mensagens| mensagens == 0,
+    )
+    .await;
+    let consumidor = cena.consumir(config()).await;
     let mortas = esperar_valor(
         "the gap recorded",
         Duration::from_secs(10),
         Duration::from_millis(50),
-        || async {
-            mensageria_core::operacoes::mortas_recebidas(&recepcao, Some("fiscal"), 10)
-                .await
-                .unwrap()
-        },
+        || cena.mortas(),
         |mortas| !mortas.is_empty(),
     )
     .await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let razao = Razao::ler(&emissor.pool).await;
-    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    let razao = Razao::ler(&cena.emissor.pool).await;
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
     let faixa: serde_json::Value = serde_json::from_str(&mortas[0].payload).unwrap();
     println!(
         "app away past a 3 s max_age: {contas}; recorded: {} {}",
@@ -860,9 +909,7 @@ async fn app_fora_mais_que_max_age_registra_o_que_perdeu() {
         ),
         (30, 30, 0, 0)
     );
-    js.delete_stream(fluxo.nome()).await.unwrap();
-    emissor.descartar().await;
-    fiscal.descartar().await;
+    cena.fechar().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -870,38 +917,19 @@ async fn expirada_esperando_reentrega_vira_morta() {
     // A message nak'd with a delay longer than what is left of its life in the stream (max_age
     // 2 s, retry after 5-10 s): the stream deletes it while it waits, and the consumer keeps it,
     // payload and last error, in its dead letters (`expired`). The others are applied once.
-    let js = bancada::conectar(&bancada::url_compartilhada()).await;
-    let fluxo = fluxo_efemero(&js, Duration::from_secs(2)).await;
-    let (emissor, envio) = emissor().await;
-    let (fiscal, recepcao) = receptor_pg().await;
+    let cena = Cena::efemera(Duration::from_secs(2)).await;
     let config = config_consumidor("fiscal")
         .com_backoff(Duration::from_secs(10), Duration::from_secs(10))
         .com_intervalo_de_verificacao(Duration::from_millis(200));
-    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
-    let relay = Relay::new(envio.clone(), config_relay())
-        .recurso(Publicador::new(js.clone(), &fluxo))
-        .spawn()
-        .unwrap();
-    for n in 0..20 {
-        produzir(&envio, n, if n % 5 == 0 { "sempre" } else { "normal" }).await;
-    }
-    esperar_saida_vazia(&envio, 30).await;
-    let razao = Razao::ler(&emissor.pool).await;
-    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
-    esperar_valor(
-        "the expired messages kept",
-        Duration::from_secs(15),
-        Duration::from_millis(50),
-        || contar(&recepcao, "mensageria_mortas_recebidas"),
-        |&mortas| mortas as usize >= razao.veneno().len(),
-    )
-    .await;
+    let consumidor = cena.consumir(config).await;
+    let relay = cena.relay();
+    cena.produzir(0..20, |n| if n % 5 == 0 { "sempre" } else { "normal" })
+        .await;
+    let razao = cena.esperar_o_fim().await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
-    let mortas = mensageria_core::operacoes::mortas_recebidas(&recepcao, Some("fiscal"), 100)
-        .await
-        .unwrap();
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let mortas = cena.mortas().await;
     println!("expired while waiting for a redelivery (max_age 2 s): {contas}");
     contas.afirmar();
     assert_eq!(contas.veneno, 4);
@@ -910,20 +938,7 @@ async fn expirada_esperando_reentrega_vira_morta() {
             .iter()
             .all(|m| m.motivo.starts_with("expired") && m.payload.contains("sempre"))
     );
-    js.delete_stream(fluxo.nome()).await.unwrap();
-    emissor.descartar().await;
-    fiscal.descartar().await;
-}
-
-/// `(deliveries, acks)` of a durable, by consumer sequence: each delivery, redeliveries
-/// included, takes one.
-async fn entregas_do_duravel(js: &jetstream::Context, fluxo: &Fluxo, duravel: &str) -> (u64, u64) {
-    let stream = js.get_stream(fluxo.nome()).await.unwrap();
-    let info = stream.consumer_info(duravel).await.unwrap();
-    (
-        info.delivered.consumer_sequence,
-        info.ack_floor.consumer_sequence,
-    )
+    cena.fechar().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -931,36 +946,25 @@ async fn ack_perdido_depois_do_commit_e_absorvido() {
     // Every message's first ack is lost after the receptor committed (the consumer's fault
     // hook): JetStream redelivers each after the ack wait (1 s), the receptor answers
     // `duplicate`, and every event is applied exactly once.
-    let js = bancada::conectar(&bancada::url_compartilhada()).await;
-    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
-    let (emissor, envio) = emissor().await;
-    let (fiscal, recepcao) = receptor_pg().await;
+    let cena = Cena::nova().await;
     let config = config_consumidor("fiscal")
         .com_ack_wait(Duration::from_secs(1))
         .com_ensaio_perder_primeiro_ack();
-    let consumidor = consumir(&recepcao, &js, &fluxo, config).await;
-    let relay = Relay::new(envio.clone(), config_relay())
-        .recurso(Publicador::new(js.clone(), &fluxo))
-        .spawn()
-        .unwrap();
-    for n in 0..50 {
-        produzir(&envio, n, "normal").await;
-    }
-    esperar_saida_vazia(&envio, 30).await;
-    let razao = Razao::ler(&emissor.pool).await;
-    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
-    let duravel = "fiscal__faltas_2elancamento";
+    let consumidor = cena.consumir(config).await;
+    let relay = cena.relay();
+    cena.produzir(0..50, |_| "normal").await;
+    let razao = cena.esperar_o_fim().await;
     let (entregas, confirmadas) = esperar_valor(
         "every message delivered again and acked",
         Duration::from_secs(20),
         Duration::from_millis(50),
-        || entregas_do_duravel(&js, &fluxo, duravel),
+        || cena.entregas(),
         |&(entregas, confirmadas)| entregas >= 100 && confirmadas == entregas,
     )
     .await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
     println!(
         "first ack of each lost after the commit: {entregas} deliveries for 50 events; {contas}"
     );
@@ -970,9 +974,7 @@ async fn ack_perdido_depois_do_commit_e_absorvido() {
         (100, 100),
         "each message delivered exactly twice"
     );
-    js.delete_stream(fluxo.nome()).await.unwrap();
-    emissor.descartar().await;
-    fiscal.descartar().await;
+    cena.fechar().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -980,36 +982,25 @@ async fn lote_lento_nao_e_reentregue_a_irma() {
     // Two replicas share the durable; a batch of 4 effects of 400 ms (1.6 s) outlives the ack
     // wait (1 s): the in-progress signals keep the server from handing it to the sibling. Each
     // message delivered once, each function run once.
-    let js = bancada::conectar(&bancada::url_compartilhada()).await;
-    let fluxo = bancada::fluxo_proprio(&js, Duration::from_secs(120)).await;
-    let (emissor, envio) = emissor().await;
-    let (fiscal, recepcao) = receptor_pg().await;
+    let cena = Cena::nova().await;
     let config = || {
         config_consumidor("fiscal")
             .com_ack_wait(Duration::from_secs(1))
             .com_lote(4)
     };
-    let primeira = consumir(&recepcao, &js, &fluxo, config()).await;
-    let segunda = consumir(&recepcao, &js, &fluxo, config()).await;
-    for n in 0..4 {
-        produzir(&envio, n, "vagarosa").await;
-    }
-    let relay = Relay::new(envio.clone(), config_relay())
-        .recurso(Publicador::new(js.clone(), &fluxo))
-        .spawn()
-        .unwrap();
-    esperar_saida_vazia(&envio, 30).await;
-    let razao = Razao::ler(&emissor.pool).await;
-    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(30)).await;
+    let primeira = cena.consumir(config()).await;
+    let segunda = cena.consumir(config()).await;
+    cena.produzir(0..4, |_| "vagarosa").await;
+    let relay = cena.relay();
+    let razao = cena.esperar_o_fim().await;
     // Longer than an ack wait after the last effect: a redelivery would have come by now.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (entregas, confirmadas) =
-        entregas_do_duravel(&js, &fluxo, "fiscal__faltas_2elancamento").await;
+    let (entregas, confirmadas) = cena.entregas().await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(primeira.shutdown(Duration::from_secs(5)).await);
     assert!(segunda.shutdown(Duration::from_secs(5)).await);
     let rodadas = RODADAS_VAGAROSAS.load(Ordering::Relaxed);
-    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
     println!(
         "slow batch (1.6 s, ack wait 1 s), two replicas: {entregas} deliveries, {rodadas} runs; {contas}"
     );
@@ -1020,7 +1011,5 @@ async fn lote_lento_nao_e_reentregue_a_irma() {
         "no redelivery to the sibling"
     );
     assert_eq!(rodadas, 4, "each function ran once");
-    js.delete_stream(fluxo.nome()).await.unwrap();
-    emissor.descartar().await;
-    fiscal.descartar().await;
+    cena.fechar().await;
 }

@@ -46,6 +46,22 @@ fn conjunto(chaves: &[&str]) -> BTreeSet<String> {
     chaves.iter().map(|c| (*c).to_owned()).collect()
 }
 
+/// The receiving apps' keys, in `status` and `apps listar`.
+const RECEBEDORES: [&str; 12] = [
+    "receivers",
+    "receivers[].app",
+    "receivers[].tipo",
+    "receivers[].transport",
+    "receivers[].last_seen_ago_ms",
+    "receivers[].silent",
+    "receivers[].pending",
+    "receivers[].in_flight",
+    "receivers[].redelivered",
+    "receivers[].oldest_age_ms",
+    "receivers[].max_age_ms",
+    "receivers[].near_expiry",
+];
+
 /// The pinned keys of each command, as `(command, keys)`.
 fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
     vec![
@@ -73,19 +89,10 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "tipos[].claimed_by[].app",
                 "tipos[].claimed_by[].last_seen_ago_ms",
                 "tipos[].claimed_by[].last_seen_at",
-                "receivers",
-                "receivers[].app",
-                "receivers[].tipo",
-                "receivers[].transport",
-                "receivers[].last_seen_ago_ms",
-                "receivers[].silent",
-                "receivers[].pending",
-                "receivers[].in_flight",
-                "receivers[].redelivered",
-                "receivers[].oldest_age_ms",
-                "receivers[].max_age_ms",
-                "receivers[].near_expiry",
-            ]),
+            ])
+            .union(&conjunto(&RECEBEDORES))
+            .cloned()
+            .collect(),
         ),
         (
             "mortas listar",
@@ -245,19 +252,10 @@ fn fixadas() -> Vec<(&'static str, BTreeSet<String>)> {
                 "apps[].instances[].dead_after_ms",
                 "apps[].instances[].in_flight",
                 "apps[].hidden_instances",
-                "receivers",
-                "receivers[].app",
-                "receivers[].tipo",
-                "receivers[].transport",
-                "receivers[].last_seen_ago_ms",
-                "receivers[].silent",
-                "receivers[].pending",
-                "receivers[].in_flight",
-                "receivers[].redelivered",
-                "receivers[].oldest_age_ms",
-                "receivers[].max_age_ms",
-                "receivers[].near_expiry",
-            ]),
+            ])
+            .union(&conjunto(&RECEBEDORES))
+            .cloned()
+            .collect(),
         ),
         (
             "apps remover",
