@@ -6,8 +6,6 @@
 //! id, payload and correlation id, attempts reset to 0 and its age counted from the replay; the
 //! owning app's relay then delivers it like any other row.
 
-use std::io::Write;
-
 use mensageria_core::operacoes;
 use serde::Serialize;
 use uuid::Uuid;
@@ -17,7 +15,9 @@ use crate::conexao::{Conexao, nos_dois};
 use crate::confirmacao::confirmar;
 use crate::duracao::humana_ms;
 use crate::erro::ErroCli;
-use crate::saida_formatada::{Relatorio, Tabela, imprimir, resumo, rfc3339};
+use crate::saida_formatada::{
+    Relatorio, Tabela, imprimir, imprimir_cru, listagem, resumo, rfc3339,
+};
 use crate::texto_seguro::{escapar, escapar_exceto_quebras};
 
 /// Runs one `mortas` action.
@@ -32,7 +32,7 @@ pub(crate) async fn executar(
         AcaoMortas::Mostrar { id, raw } => {
             let morta = buscar(conexao, id).await?;
             if raw {
-                imprimir_payload_cru(&morta)?;
+                imprimir_cru(morta.payload.get())?;
             } else {
                 imprimir(&morta, json);
             }
@@ -94,16 +94,6 @@ impl Relatorio for Morta {
             humana_ms(self.morta_ha_ms),
         )
     }
-}
-
-/// `mortas mostrar --raw`: the payload alone, byte for byte as enqueued, then a line feed;
-/// nothing escaped (for `> arquivo` or `| jq`).
-fn imprimir_payload_cru(morta: &Morta) -> Result<(), ErroCli> {
-    let mut saida = std::io::stdout().lock();
-    saida.write_all(morta.payload.get().as_bytes())?;
-    saida.write_all(b"\n")?;
-    saida.flush()?;
-    Ok(())
 }
 
 /// `erro`, or, when it says no relay's dead letter has `id` and a receiving app keeps one,
@@ -180,9 +170,6 @@ struct ItemDaLista {
 
 impl Relatorio for Lista {
     fn humano(&self) -> String {
-        if self.total == 0 {
-            return "no dead letters".into();
-        }
         let mut tabela = Tabela::new([
             "message id",
             "tipo",
@@ -201,15 +188,7 @@ impl Relatorio for Lista {
                 resumo(&m.ultimo_erro, 60),
             ]);
         }
-        let mut texto = tabela.texto();
-        if (self.mortas.len() as i64) < self.total {
-            texto.push_str(&format!(
-                "({} of {} shown; use --limite to see more)\n",
-                self.mortas.len(),
-                self.total
-            ));
-        }
-        texto
+        listagem(&tabela, self.mortas.len(), self.total, "no dead letters")
     }
 }
 

@@ -9,8 +9,6 @@
 //! name several rows, one per receiving app that refused it (fan-out), so `mostrar`, `reenviar`
 //! and `descartar` take `--app` to pick one.
 
-use std::io::Write;
-
 use mensageria_core::operacoes::{self, MortaRecebida};
 use serde::Serialize;
 use uuid::Uuid;
@@ -19,7 +17,9 @@ use crate::argumentos::AcaoMortasRecebidas;
 use crate::conexao::{Conexao, nos_dois};
 use crate::confirmacao::confirmar;
 use crate::erro::ErroCli;
-use crate::saida_formatada::{Relatorio, Tabela, imprimir, resumo, rfc3339};
+use crate::saida_formatada::{
+    Relatorio, Tabela, imprimir, imprimir_cru, listagem, resumo, rfc3339,
+};
 use crate::texto_seguro::{escapar, escapar_exceto_quebras};
 
 /// Runs one `mortas-recebidas` action.
@@ -36,10 +36,7 @@ pub(crate) async fn executar(
         AcaoMortasRecebidas::Mostrar { id, app, raw } => {
             let morta = buscar(conexao, id, app.as_deref()).await?;
             if raw {
-                let mut saida = std::io::stdout().lock();
-                saida.write_all(morta.payload.as_bytes())?;
-                saida.write_all(b"\n")?;
-                saida.flush()?;
+                imprimir_cru(&morta.payload)?;
             } else {
                 imprimir(&Recebida::from(morta), json);
             }
@@ -148,9 +145,6 @@ struct ItemDaLista {
 
 impl Relatorio for Lista {
     fn humano(&self) -> String {
-        if self.total == 0 {
-            return "no receiver-side dead letters".into();
-        }
         let mut tabela = Tabela::new([
             "message id",
             "app",
@@ -169,15 +163,12 @@ impl Relatorio for Lista {
                 m.motivo.clone(),
             ]);
         }
-        let mut texto = tabela.texto();
-        if (self.mortas.len() as i64) < self.total {
-            texto.push_str(&format!(
-                "({} of {} shown; use --limite to see more)\n",
-                self.mortas.len(),
-                self.total
-            ));
-        }
-        texto
+        listagem(
+            &tabela,
+            self.mortas.len(),
+            self.total,
+            "no receiver-side dead letters",
+        )
     }
 }
 

@@ -106,6 +106,31 @@ pub(crate) fn resumo(texto: &str, maximo: usize) -> String {
     }
 }
 
+/// A listing's text: `vazio` when nothing matched (`total` 0), else the table and, when
+/// `--limite` cut it, a line saying how many of how many are shown (both dead-letter listings).
+pub(crate) fn listagem(tabela: &Tabela, mostradas: usize, total: i64, vazio: &str) -> String {
+    if total == 0 {
+        return vazio.to_owned();
+    }
+    let mut texto = tabela.texto();
+    if (mostradas as i64) < total {
+        texto.push_str(&format!(
+            "({mostradas} of {total} shown; use --limite to see more)\n"
+        ));
+    }
+    texto
+}
+
+/// `mostrar --raw` (both dead-letter kinds): the payload alone, byte for byte as kept, then a
+/// line feed; nothing escaped (for `> file` or `| jq`).
+pub(crate) fn imprimir_cru(payload: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut saida = std::io::stdout().lock();
+    saida.write_all(payload.as_bytes())?;
+    saida.write_all(b"\n")?;
+    saida.flush()
+}
+
 #[cfg(test)]
 mod testes {
     use super::*;
