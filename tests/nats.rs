@@ -805,7 +805,8 @@ async fn sem_fluxo_a_mensagem_fica_na_saida() {
     let texto = falha.to_string();
     assert!(matches!(falha, FalhaEnvio::Temporaria { .. }), "{texto}");
     assert!(
-        texto.contains("no JetStream stream captures subject") && texto.contains("Fluxo::garantir"),
+        texto.contains("no JetStream stream answered for subject")
+            && texto.contains("Fluxo::garantir"),
         "{texto}"
     );
     bancada.fechar().await;

@@ -109,7 +109,9 @@ struct PublicadorApressado {
 impl PublicadorApressado {
     fn new(js: &jetstream::Context, fluxo: &Fluxo) -> Self {
         Self {
-            apressado: Publicador::new(js.clone(), fluxo).com_tempo_limite(Duration::ZERO),
+            apressado: Publicador::new(js.clone(), fluxo)
+                .com_tempo_limite(Duration::ZERO)
+                .com_persistencia(Duration::ZERO),
             normal: Publicador::new(js.clone(), fluxo),
             tentativas: Arc::default(),
             sem_pub_ack: Arc::default(),

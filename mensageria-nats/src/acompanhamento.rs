@@ -43,8 +43,15 @@ impl<DB: Banco> Acompanhamento<DB> {
     pub(crate) async fn rodar(mut self, cancelar: CancellationToken) {
         let mut avisado: Option<tokio::time::Instant> = None;
         loop {
-            self.guardar_expiradas().await;
-            let problema = self.verificar().await;
+            // A round waits on the server (several requests): cancelled at once at shutdown.
+            let rodada = async {
+                self.guardar_expiradas().await;
+                self.verificar().await
+            };
+            let problema = tokio::select! {
+                _ = cancelar.cancelled() => return,
+                problema = rodada => problema,
+            };
             match problema {
                 Some(problema)
                     if avisado.is_none_or(|quando| quando.elapsed() >= REPETIR_AVISO) =>

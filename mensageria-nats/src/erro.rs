@@ -19,6 +19,18 @@ pub enum ErroNats {
         motivo: &'static str,
     },
 
+    /// No server of the list could be reached.
+    #[error(
+        "cannot connect to NATS at {servidores}: {motivo}; check the URLs (a comma-separated \
+         list of nats://host:port) and that a server with JetStream (-js) runs there"
+    )]
+    Conexao {
+        /// The servers tried, credentials hidden.
+        servidores: String,
+        /// The client's error.
+        motivo: String,
+    },
+
     /// The stream's duplicate window is shorter than the time within which the relay publishes a
     /// message again after a lost PubAck.
     #[error(

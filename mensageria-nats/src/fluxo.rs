@@ -30,6 +30,7 @@ pub struct Fluxo {
     janela: Duration,
     idade_maxima: Duration,
     faixas: u32,
+    replicas: usize,
 }
 
 impl Fluxo {
@@ -45,7 +46,24 @@ impl Fluxo {
             janela: Duration::from_secs(120),
             idade_maxima: Duration::from_secs(7 * 24 * 3600),
             faixas: 4,
+            replicas: 1,
         })
+    }
+
+    /// How many servers of a JetStream cluster keep a copy of every message (1 by default; 1 to
+    /// 5). With 3, the stream survives the loss of any one server, its disk included: a PubAck
+    /// then means a majority stored the message. With 1, the PubAck on which the relay deletes
+    /// its saída row is one server's, whose file store syncs to disk every 2 minutes by default:
+    /// lose that machine and what it had not synced is gone from both places. Use 1 for a
+    /// laptop or a single-server test, 3 in production. An existing stream keeps its own.
+    pub fn com_replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas.clamp(1, 5);
+        self
+    }
+
+    /// The stream's replicas (the existing stream's, after [`garantir`](Self::garantir)).
+    pub fn replicas(&self) -> usize {
+        self.replicas
     }
 
     /// How many ordered lanes each tipo has (4 by default): a message with an ordering key goes
@@ -132,6 +150,7 @@ impl Fluxo {
             storage: stream::StorageType::File,
             duplicate_window: self.janela,
             max_age: self.idade_maxima,
+            num_replicas: self.replicas,
             ..Default::default()
         };
         let fluxo = js
@@ -158,6 +177,7 @@ impl Fluxo {
             janela: existente.duplicate_window,
             idade_maxima: existente.max_age,
             faixas,
+            replicas: existente.num_replicas.max(1),
             ..self.clone()
         })
     }

@@ -14,6 +14,7 @@
 //! resource handed to the relay and the door the receptores are fed through.
 
 mod acompanhamento;
+mod conexao;
 mod consumidor;
 mod erro;
 mod expiracao;
@@ -21,6 +22,7 @@ mod fluxo;
 mod nome;
 mod publicador;
 
+pub use conexao::{conectar, servidores};
 pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle};
 pub use erro::ErroNats;
 pub use fluxo::Fluxo;

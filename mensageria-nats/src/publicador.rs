@@ -43,6 +43,10 @@ use crate::Fluxo;
 pub struct Publicador {
     js: jetstream::Context,
     fluxo: Fluxo,
+    /// How long one delivery keeps publishing again after a failure that passes by itself.
+    persistencia: Duration,
+    /// The PubAck wait (the context's timeout).
+    tempo_limite: Duration,
     /// PubAcks that said `duplicate`, shared by the clones.
     duplicados: Arc<AtomicU64>,
 }
@@ -54,8 +58,22 @@ impl Publicador {
         Self {
             js,
             fluxo: fluxo.clone(),
+            persistencia: Duration::from_secs(10),
+            tempo_limite: Duration::from_secs(5),
             duplicados: Arc::default(),
         }
+    }
+
+    /// How long one delivery keeps publishing again, every 250 ms with a 1 s PubAck wait, after
+    /// a failure that passes by itself: no stream answered (a cluster electing the stream's
+    /// leader), no PubAck in time, a connection that broke. 10 s by default, under the relay's
+    /// 20 s send timeout: a leader election (a few seconds) costs no backoff, and delivery resumes
+    /// within about 250 ms of the new leader. Past it the delivery fails temporarily and the relay
+    /// retries with its backoff; `Duration::ZERO` leaves every retry to the relay. Each publish
+    /// carries the same `Nats-Msg-Id`: the stream stores the message once.
+    pub fn com_persistencia(mut self, persistencia: Duration) -> Self {
+        self.persistencia = persistencia;
+        self
     }
 
     /// How many PubAcks said `duplicate` so far (this publisher and its clones): a message the
@@ -71,6 +89,7 @@ impl Publicador {
     /// `Nats-Msg-Id`, which the stream drops within its duplicate window).
     pub fn com_tempo_limite(mut self, tempo: Duration) -> Self {
         self.js.set_timeout(tempo);
+        self.tempo_limite = tempo;
         self
     }
 
@@ -87,14 +106,32 @@ impl Publicador {
             Some(chave) => self.fluxo.assunto_ordenado(ctx.tipo(), chave),
             None => self.fluxo.assunto(ctx.tipo()),
         };
-        let ack = self
-            .js
-            .publish_with_headers(assunto.clone(), cabecalhos(ctx), corpo.into())
-            .await
-            .map_err(|erro| falha(&assunto, erro.kind(), &erro))?;
-        let ack = ack
-            .await
-            .map_err(|erro| falha(&assunto, erro.kind(), &erro))?;
+        let corpo = bytes::Bytes::from(corpo);
+        let inicio = tokio::time::Instant::now();
+        let mut js = self.js.clone();
+        let ack = loop {
+            let tentativa = async {
+                js.publish_with_headers(assunto.clone(), cabecalhos(ctx), corpo.clone())
+                    .await
+                    .map_err(|erro| (erro.kind(), erro.to_string()))?
+                    .await
+                    .map_err(|erro| (erro.kind(), erro.to_string()))
+            };
+            match tentativa.await {
+                Ok(ack) => break ack,
+                Err((tipo, erro))
+                    if passa_sozinha(&tipo)
+                        && inicio.elapsed() + ESPERA_ENTRE_PUBLICACOES < self.persistencia =>
+                {
+                    tracing::debug!(subject = %assunto, error = %erro, "mensageria nats: publishing again shortly");
+                    tokio::time::sleep(ESPERA_ENTRE_PUBLICACOES).await;
+                    // From the second try on, a short PubAck wait: a leader that is back answers
+                    // in milliseconds.
+                    js.set_timeout(self.tempo_limite.min(Duration::from_secs(1)));
+                }
+                Err((tipo, erro)) => return Err(falha(&assunto, tipo, &erro)),
+            }
+        };
         tracing::debug!(
             subject = %assunto,
             stream = %ack.stream,
@@ -109,6 +146,20 @@ impl Publicador {
         }
         Ok(())
     }
+}
+
+/// The pause between two publishes of one delivery after a failure that passes by itself.
+const ESPERA_ENTRE_PUBLICACOES: Duration = Duration::from_millis(250);
+
+/// Failures that pass by themselves: a stream electing its leader answers nothing for seconds,
+/// a PubAck lost in a node's death, a connection that broke and reconnects.
+fn passa_sozinha(tipo: &PublishErrorKind) -> bool {
+    matches!(
+        tipo,
+        PublishErrorKind::StreamNotFound
+            | PublishErrorKind::TimedOut
+            | PublishErrorKind::BrokenPipe
+    )
 }
 
 /// `Nats-Msg-Id` (the message id: the stream's dedup key), the CloudEvents attributes, the
@@ -132,9 +183,10 @@ fn cabecalhos(ctx: &ContextoEnvio) -> HeaderMap {
 fn falha(assunto: &str, tipo: PublishErrorKind, erro: &dyn std::fmt::Display) -> FalhaEnvio {
     match tipo {
         PublishErrorKind::StreamNotFound => FalhaEnvio::temporaria(format!(
-            "no JetStream stream captures subject `{assunto}` (no responders): create it \
-             (mensageria_nats::Fluxo::garantir) or add the subject to the stream; the message \
-             stays in the saída until then"
+            "no JetStream stream answered for subject `{assunto}` (no responders): on a cluster, \
+             the stream may be electing a leader (seconds: wait); if it lasts, no stream captures \
+             the subject: create it (mensageria_nats::Fluxo::garantir) or add the subject; the \
+             message stays in the saída meanwhile"
         )),
         PublishErrorKind::TimedOut => FalhaEnvio::temporaria(format!(
             "no PubAck for `{assunto}` in time (server down, slow or unreachable); the message may \

@@ -54,7 +54,7 @@ pub async fn conectar_vigiado(url: &str) -> (jetstream::Context, Arc<Mutex<Optio
                 }
             }
         })
-        .connect(url)
+        .connect(mensageria_nats::servidores(url))
         .await
         .unwrap_or_else(|erro| panic!("nats-server at {url} (scripts/test starts it): {erro}"));
     (jetstream::new(cliente), conectou)
@@ -187,6 +187,181 @@ impl ServidorNats {
 impl Drop for ServidorNats {
     fn drop(&mut self) {
         self.matar();
+    }
+}
+
+/// A three-node JetStream cluster of one test's own: three nats-server processes on free ports of
+/// 127.0.0.1, routed to each other, each with a store of its own in a temporary directory. A
+/// node can be SIGKILLed and started again (same ports and store, or an emptied store); all are
+/// killed on drop (by PID: the child processes).
+pub struct Cluster {
+    nos: Vec<No>,
+    nome: String,
+}
+
+struct No {
+    filho: Option<Child>,
+    porta: u16,
+    porta_cluster: u16,
+    armazenamento: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts the three nodes and returns once JetStream has a meta leader (a stream can be
+    /// created).
+    pub async fn iniciar() -> Self {
+        let mut portas = Vec::new();
+        let ouvintes: Vec<std::net::TcpListener> = (0..6)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
+            .collect();
+        for ouvinte in &ouvintes {
+            portas.push(ouvinte.local_addr().expect("its port").port());
+        }
+        drop(ouvintes);
+        let nos = (0..3)
+            .map(|i| No {
+                filho: None,
+                porta: portas[2 * i],
+                porta_cluster: portas[2 * i + 1],
+                armazenamento: tempfile::tempdir().expect("a store directory"),
+            })
+            .collect();
+        let mut cluster = Self {
+            nos,
+            nome: format!("C{}", Uuid::now_v7().simple()),
+        };
+        for i in 0..3 {
+            cluster.subir(i).await;
+        }
+        cluster.esperar_lider_de_meta().await;
+        cluster
+    }
+
+    /// The three client URLs, comma-separated: what an app is given to follow the cluster.
+    pub fn urls(&self) -> String {
+        self.nos
+            .iter()
+            .map(|no| format!("nats://127.0.0.1:{}", no.porta))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Node `i`'s client URL.
+    pub fn url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.nos[i].porta)
+    }
+
+    /// The index of the node whose server name is `nome` (`n0`, `n1`, `n2`).
+    pub fn indice(nome: &str) -> usize {
+        nome.trim_start_matches('n')
+            .parse()
+            .expect("a node name n<i>")
+    }
+
+    /// SIGKILLs node `i` (no shutdown of any kind) and waits for its process to end.
+    pub fn matar(&mut self, i: usize) {
+        if let Some(mut filho) = self.nos[i].filho.take() {
+            let _ = filho.kill();
+            let _ = filho.wait();
+        }
+    }
+
+    /// Deletes node `i`'s store (the node must be down): it comes back empty-handed.
+    pub fn apagar_armazenamento(&mut self, i: usize) {
+        let caminho = self.nos[i].armazenamento.path().to_owned();
+        let _ = std::fs::remove_dir_all(&caminho);
+        std::fs::create_dir_all(&caminho).expect("recreate the store directory");
+    }
+
+    /// Starts node `i` on its ports and store; the instant it accepted a connection.
+    pub async fn subir(&mut self, i: usize) -> Instant {
+        let rotas: Vec<String> = self
+            .nos
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, no)| format!("nats://127.0.0.1:{}", no.porta_cluster))
+            .collect();
+        let no = &self.nos[i];
+        let mut filho = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &no.porta.to_string()])
+            .args(["--server_name", &format!("n{i}"), "-js", "-sd"])
+            .arg(no.armazenamento.path())
+            .args(["--cluster_name", &self.nome])
+            .args([
+                "--cluster",
+                &format!("nats://127.0.0.1:{}", no.porta_cluster),
+            ])
+            .args(["--routes", &rotas.join(",")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run nats-server (it must be on PATH)");
+        let limite = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < limite {
+            if tokio::net::TcpStream::connect(("127.0.0.1", no.porta))
+                .await
+                .is_ok()
+            {
+                let aceitou = Instant::now();
+                self.nos[i].filho = Some(filho);
+                return aceitou;
+            }
+            if filho.try_wait().ok().flatten().is_some() {
+                panic!(
+                    "nats-server node {i} exited at start (port {} taken?)",
+                    no.porta
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = filho.kill();
+        panic!("nats-server node {i} did not accept connections within 10 s");
+    }
+
+    /// Waits (up to 30 s) until JetStream lists its streams: the meta group has a leader.
+    async fn esperar_lider_de_meta(&self) {
+        let js = conectar(&self.urls()).await;
+        let limite = Instant::now() + Duration::from_secs(30);
+        let mut ultimo = String::new();
+        while Instant::now() < limite {
+            use futures_util::StreamExt as _;
+            match js.stream_names().next().await {
+                None | Some(Ok(_)) => return,
+                Some(Err(erro)) => ultimo = erro.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the cluster's JetStream has no meta leader after 30 s: {ultimo}");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nos.len() {
+            self.matar(i);
+        }
+    }
+}
+
+/// The server name of the stream's leader (`n0`, `n1`, `n2`), once it has one.
+pub async fn lider_do_fluxo(js: &jetstream::Context, fluxo: &str, limite: Duration) -> String {
+    let fim = Instant::now() + limite;
+    // Asked every 50 ms with a short wait, so a request lost to a dead node costs little.
+    let mut js = js.clone();
+    js.set_timeout(Duration::from_millis(300));
+    loop {
+        if let Ok(mut stream) = js.get_stream(fluxo).await
+            && let Ok(info) = stream.info().await
+            && let Some(lider) = info.cluster.as_ref().and_then(|c| c.leader.clone())
+        {
+            return lider;
+        }
+        assert!(
+            Instant::now() < fim,
+            "stream {fluxo} has no leader after {limite:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -66,7 +66,7 @@ use std::time::{Duration, Instant};
 use mensageria_core::sqlx::PgPool;
 use mensageria_core::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use mensageria_core::teste::PgIsolado;
-use mensageria_nats::async_nats::{self, jetstream};
+use mensageria_nats::async_nats::jetstream;
 use mensageria_nats::{ConsumidorHandle, ErroNats, Fluxo};
 
 /// The token both HTTP ends accept and present (one shared secret, for the example).
@@ -116,26 +116,24 @@ pub async fn criar_schema_do_dono(pool: &PgPool) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// `NATS_URL`, or the local server (`nats://127.0.0.1:4222`).
+/// `NATS_URL` (one URL, or a comma-separated list of a cluster's servers), or the local server
+/// (`nats://127.0.0.1:4222`).
 pub fn nats_url() -> String {
     std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
 }
 
 /// A JetStream context on [`nats_url`], its connection named `app` (as the server lists it).
 pub async fn jetstream(app: &str) -> Result<jetstream::Context, Box<dyn Error>> {
-    let url = nats_url();
-    let cliente = async_nats::ConnectOptions::new()
-        .name(app)
-        .connection_timeout(Duration::from_secs(3))
-        .connect(&url)
+    // A comma-separated list follows a cluster when the node in use dies.
+    mensageria_nats::conectar(&nats_url(), app)
         .await
         .map_err(|erro| {
             format!(
-                "NATS at {url} (NATS_URL): {erro}; start a server with JetStream \
-                 (nats-server -a 127.0.0.1 -p 4222 -js -sd <dir>) or point NATS_URL at one"
-            )
-        })?;
-    Ok(jetstream::new(cliente))
+            "{erro} (NATS_URL); for a single local server: nats-server -a 127.0.0.1 -p 4222 -js \
+             -sd <dir>"
+        )
+        .into()
+        })
 }
 
 /// The stream `pedido.criado` travels on: `LOJA_FLUXO` (default `LOJA`), its subjects
