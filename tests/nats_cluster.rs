@@ -102,93 +102,301 @@ async fn primeiro_efeito_depois(pool: &PgPool, n: i64, limite: Duration) -> Inst
     }
 }
 
+/// A cluster, a stream of `replicas` on it, a sending app and a receiving app (`fiscal`), both
+/// given the three servers.
+struct Cena {
+    cluster: Cluster,
+    js: mensageria_nats::async_nats::jetstream::Context,
+    fluxo: Fluxo,
+    emissor: PgIsolado,
+    envio: PgPool,
+    receptor: PgIsolado,
+    recepcao: PgPool,
+}
+
+impl Cena {
+    async fn nova(replicas: usize) -> Self {
+        let cluster = Cluster::iniciar().await;
+        let js = bancada::conectar(&cluster.urls()).await;
+        let sufixo = uuid::Uuid::now_v7().simple().to_string();
+        let fluxo = Fluxo::new(format!("R{sufixo}"), format!("r{sufixo}"))
+            .unwrap()
+            .com_replicas(replicas)
+            .garantir(&js)
+            .await
+            .unwrap();
+        assert_eq!(fluxo.replicas(), replicas);
+        let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+        mensageria_core::migrar(&emissor.pool).await.unwrap();
+        sqlx::query(bancada::RAZAO)
+            .execute(&emissor.pool)
+            .await
+            .unwrap();
+        mensageria_core::migrar(&receptor.pool).await.unwrap();
+        sqlx::query(bancada::EFEITO)
+            .execute(&receptor.pool)
+            .await
+            .unwrap();
+        let envio = emissor.outro_pool(3).await;
+        let recepcao = receptor.outro_pool(3).await;
+        Self {
+            cluster,
+            js,
+            fluxo,
+            emissor,
+            envio,
+            receptor,
+            recepcao,
+        }
+    }
+
+    async fn consumir(&self) -> mensageria_nats::ConsumidorHandle {
+        let js = mensageria_nats::conectar(&self.cluster.urls(), "fiscal")
+            .await
+            .unwrap();
+        Consumidor::new(
+            self.recepcao.clone(),
+            js,
+            self.fluxo.clone(),
+            ConfigConsumidor::new("fiscal").com_espera(Duration::from_millis(200)),
+        )
+        .spawn()
+        .await
+        .unwrap()
+    }
+
+    fn relay(&self) -> mensageria_core::relay::RelayHandle {
+        Relay::new(self.envio.clone(), ConfigRelay::new("cluster-emissor"))
+            .recurso(Publicador::new(self.js.clone(), &self.fluxo))
+            .spawn()
+            .unwrap()
+    }
+
+    /// The stream leader's node index.
+    async fn lider(&self) -> usize {
+        Cluster::indice(
+            &bancada::lider_do_fluxo(&self.js, self.fluxo.nome(), Duration::from_secs(30)).await,
+        )
+    }
+
+    /// Waits for the saída to drain and every committed event to be applied; the ledger.
+    async fn drenar(&self) -> Razao {
+        esperar_saida_vazia(&self.envio, 60).await;
+        let razao = Razao::ler(&self.emissor.pool).await;
+        bancada::esperar_aplicadas(&self.recepcao, razao.aplicaveis(), Duration::from_secs(60))
+            .await;
+        razao
+    }
+
+    async fn fechar(self) {
+        let _ = self.js.delete_stream(self.fluxo.nome()).await;
+        self.emissor.descartar().await;
+        self.receptor.descartar().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lider_do_fluxo_morto_e_reiniciado() {
     // R3 stream; producers commit every ~5 ms; the stream's leader is SIGKILLed and started
     // again 3 s later. The relay and the consumer are given the three servers.
-    let mut cluster = Cluster::iniciar().await;
-    let js = bancada::conectar(&cluster.urls()).await;
-    let sufixo = uuid::Uuid::now_v7().simple().to_string();
-    let fluxo = Fluxo::new(format!("R{sufixo}"), format!("r{sufixo}"))
-        .unwrap()
-        .com_replicas(3)
-        .garantir(&js)
-        .await
-        .unwrap();
-    assert_eq!(fluxo.replicas(), 3);
-    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
-    mensageria_core::migrar(&emissor.pool).await.unwrap();
-    sqlx::query(bancada::RAZAO)
-        .execute(&emissor.pool)
-        .await
-        .unwrap();
-    mensageria_core::migrar(&receptor.pool).await.unwrap();
-    sqlx::query(bancada::EFEITO)
-        .execute(&receptor.pool)
-        .await
-        .unwrap();
-    let envio = emissor.outro_pool(3).await;
-    let recepcao = receptor.outro_pool(3).await;
-    let js_receptor = mensageria_nats::conectar(&cluster.urls(), "fiscal")
-        .await
-        .unwrap();
-    let consumidor = Consumidor::new(
-        recepcao.clone(),
-        js_receptor,
-        fluxo.clone(),
-        ConfigConsumidor::new("fiscal").com_espera(Duration::from_millis(200)),
-    )
-    .spawn()
-    .await
-    .unwrap();
-    let relay = Relay::new(envio.clone(), ConfigRelay::new("cluster-emissor"))
-        .recurso(Publicador::new(js.clone(), &fluxo))
-        .spawn()
-        .unwrap();
-    let produtores = Produtores::iniciar(envio.clone());
+    let mut cena = Cena::nova(3).await;
+    let consumidor = cena.consumir().await;
+    let relay = cena.relay();
+    let produtores = Produtores::iniciar(cena.envio.clone());
     esperar_valor(
         "events applied before the fault",
         Duration::from_secs(30),
         Duration::from_millis(20),
-        || contar(&recepcao, "efeito"),
+        || contar(&cena.recepcao, "efeito"),
         |&n| n >= 100,
     )
     .await;
-
-    let lider = bancada::lider_do_fluxo(&js, fluxo.nome(), Duration::from_secs(10)).await;
-    let i = Cluster::indice(&lider);
+    let i = cena.lider().await;
     let antes = produtores.ultimo();
-    cluster.matar(i);
+    cena.cluster.matar(i);
     let morte = Instant::now();
     let eleicao = async {
-        let lider = bancada::lider_do_fluxo(&js, fluxo.nome(), Duration::from_secs(30)).await;
+        let lider =
+            bancada::lider_do_fluxo(&cena.js, cena.fluxo.nome(), Duration::from_secs(30)).await;
         (lider, Instant::now())
     };
     let ((novo_lider, eleito), retomada) = tokio::join!(
         eleicao,
-        primeiro_efeito_depois(&recepcao, antes, Duration::from_secs(60))
+        primeiro_efeito_depois(&cena.recepcao, antes, Duration::from_secs(60))
     );
     tokio::time::sleep(Duration::from_secs(3).saturating_sub(morte.elapsed())).await;
-    cluster.subir(i).await;
+    cena.cluster.subir(i).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let commitadas = produtores.parar().await;
-    esperar_saida_vazia(&envio, 60).await;
-    let razao = Razao::ler(&emissor.pool).await;
-    bancada::esperar_aplicadas(&recepcao, razao.aplicaveis(), Duration::from_secs(60)).await;
+    let razao = cena.drenar().await;
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
-    let parado = retomada - morte;
-    let eleicao = eleito - morte;
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
     println!(
-        "R3 stream leader {lider} SIGKILLed ({commitadas} committed): new leader {novo_lider} \
-         answering {eleicao:?} after the kill; the first event enqueued after the kill applied \
-         {parado:?} after it ({:?} after the new leader answered); {contas}",
+        "R3 stream leader n{i} SIGKILLed ({commitadas} committed): new leader {novo_lider} \
+         answering {:?} after the kill; the first event enqueued after the kill applied {:?} \
+         after it ({:?} after the new leader answered); {contas}",
+        eleito - morte,
+        retomada - morte,
         retomada.saturating_duration_since(eleito)
     );
     contas.afirmar();
-    assert_ne!(novo_lider, lider);
-    js.delete_stream(fluxo.nome()).await.unwrap();
-    emissor.descartar().await;
-    receptor.descartar().await;
+    assert_ne!(Cluster::indice(&novo_lider), i);
+    cena.fechar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seguidor_volta_sem_armazenamento() {
+    // R3 stream; producers commit every ~5 ms; a node that is not the stream's leader is
+    // SIGKILLed, its store deleted, and started again 2 s later: it catches up from the others.
+    let mut cena = Cena::nova(3).await;
+    let consumidor = cena.consumir().await;
+    let relay = cena.relay();
+    let produtores = Produtores::iniciar(cena.envio.clone());
+    esperar_valor(
+        "events applied before the fault",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || contar(&cena.recepcao, "efeito"),
+        |&n| n >= 100,
+    )
+    .await;
+    let seguidor = (cena.lider().await + 1) % 3;
+    cena.cluster.matar(seguidor);
+    cena.cluster.apagar_armazenamento(seguidor);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cena.cluster.subir(seguidor).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let commitadas = produtores.parar().await;
+    let razao = cena.drenar().await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    println!(
+        "R3 follower n{seguidor} SIGKILLed, store deleted, back 2 s later ({commitadas} committed): {contas}"
+    );
+    contas.afirmar();
+    cena.fechar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_inteiro_reiniciado() {
+    // R3 stream; producers commit every ~5 ms; all three nodes are SIGKILLed and started again
+    // 2 s later (a power cut of the whole cluster: each store is on disk).
+    let mut cena = Cena::nova(3).await;
+    let consumidor = cena.consumir().await;
+    let relay = cena.relay();
+    let produtores = Produtores::iniciar(cena.envio.clone());
+    esperar_valor(
+        "events applied before the fault",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || contar(&cena.recepcao, "efeito"),
+        |&n| n >= 100,
+    )
+    .await;
+    let antes = produtores.ultimo();
+    for i in 0..3 {
+        cena.cluster.matar(i);
+    }
+    let morte = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in 0..3 {
+        cena.cluster.subir(i).await;
+    }
+    let retomada = primeiro_efeito_depois(&cena.recepcao, antes, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let commitadas = produtores.parar().await;
+    let razao = cena.drenar().await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    println!(
+        "whole R3 cluster SIGKILLed, back 2 s later ({commitadas} committed): delivery resumed {:?} \
+         after the kill; {contas}",
+        retomada - morte
+    );
+    contas.afirmar();
+    cena.fechar().await;
+}
+
+/// With the receiving app stopped, 50 events are committed and published (the relay deletes each
+/// saída row on its PubAck); then the stream leader's node is SIGKILLed and its store deleted
+/// (a machine lost with its disk, or the page cache it had not synced yet), started again, and
+/// the receiving app comes back. `(committed, lost)`.
+async fn no_perdido_com_o_disco(replicas: usize) -> (u64, u64) {
+    let mut cena = Cena::nova(replicas).await;
+    let relay = cena.relay();
+    for n in 0..50 {
+        bancada::produzir(&cena.envio, n, false, &Lancamento { n })
+            .await
+            .unwrap();
+    }
+    esperar_saida_vazia(&cena.envio, 30).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    let i = cena.lider().await;
+    cena.cluster.matar(i);
+    cena.cluster.apagar_armazenamento(i);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cena.cluster.subir(i).await;
+    let razao = Razao::ler(&cena.emissor.pool).await;
+    // What the stream still holds once it answers again (R1: its only copy went with the disk;
+    // the stream's definition survives in the cluster's meta group).
+    let guardadas = mensagens_quando_responder(&cena.js, &cena.fluxo).await;
+    if guardadas > 0 {
+        let consumidor = cena.consumir().await;
+        bancada::esperar_aplicadas(&cena.recepcao, guardadas, Duration::from_secs(30)).await;
+        assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    }
+    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    println!(
+        "R{replicas} stream, its leader's node n{i} lost with its store while 50 events waited \
+         for the receiving app ({guardadas} still in the stream): {contas}"
+    );
+    assert_eq!((contas.inesperadas, contas.duas_vezes), (0, 0));
+    cena.fechar().await;
+    (contas.commitadas, contas.perdidas)
+}
+
+/// How many messages the stream holds once it has a leader and every replica is current again
+/// (up to 30 s): a node back with an empty store answers nothing until it has caught up.
+async fn mensagens_quando_responder(
+    js: &mensageria_nats::async_nats::jetstream::Context,
+    fluxo: &Fluxo,
+) -> u64 {
+    let fim = Instant::now() + Duration::from_secs(30);
+    let mut js = js.clone();
+    js.set_timeout(Duration::from_millis(500));
+    loop {
+        if let Ok(mut stream) = js.get_stream(fluxo.nome()).await
+            && let Ok(info) = stream.info().await
+        {
+            let em_dia = info.cluster.as_ref().is_some_and(|c| {
+                c.leader.is_some()
+                    && c.replicas.len() + 1 == fluxo.replicas()
+                    && c.replicas.iter().all(|r| r.current && !r.offline)
+            });
+            if em_dia {
+                return info.state.messages;
+            }
+        }
+        assert!(
+            Instant::now() < fim,
+            "the stream's replicas were not current within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_perde_com_o_disco_do_no_r3_nao() {
+    // Why the production stream is replicated: the same loss, R1 then R3.
+    let (commitadas, perdidas_r1) = no_perdido_com_o_disco(1).await;
+    assert_eq!(
+        (commitadas, perdidas_r1),
+        (50, 50),
+        "R1: every waiting event went with the node"
+    );
+    let (commitadas, perdidas_r3) = no_perdido_com_o_disco(3).await;
+    assert_eq!((commitadas, perdidas_r3), (50, 0), "R3: nothing lost");
 }

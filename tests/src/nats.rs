@@ -297,26 +297,20 @@ impl Cluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("run nats-server (it must be on PATH)");
-        let limite = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < limite {
-            if tokio::net::TcpStream::connect(("127.0.0.1", no.porta))
-                .await
-                .is_ok()
-            {
-                let aceitou = Instant::now();
+        let porta = no.porta;
+        match aceitar(&mut filho, porta).await {
+            Some(aceitou) => {
                 self.nos[i].filho = Some(filho);
-                return aceitou;
+                aceitou
             }
-            if filho.try_wait().ok().flatten().is_some() {
+            None => {
+                let _ = filho.kill();
+                let _ = filho.wait();
                 panic!(
-                    "nats-server node {i} exited at start (port {} taken?)",
-                    no.porta
+                    "nats-server node {i} did not accept connections on port {porta} within 10 s"
                 );
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let _ = filho.kill();
-        panic!("nats-server node {i} did not accept connections within 10 s");
     }
 
     /// Waits (up to 30 s) until JetStream lists its streams: the meta group has a leader.
@@ -342,6 +336,25 @@ impl Drop for Cluster {
             self.matar(i);
         }
     }
+}
+
+/// The instant `filho` accepted a connection on `porta` (within 10 s), or `None` when it did not
+/// or exited first.
+async fn aceitar(filho: &mut Child, porta: u16) -> Option<Instant> {
+    let limite = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < limite {
+        if tokio::net::TcpStream::connect(("127.0.0.1", porta))
+            .await
+            .is_ok()
+        {
+            return Some(Instant::now());
+        }
+        if filho.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
 }
 
 /// The server name of the stream's leader (`n0`, `n1`, `n2`), once it has one.
