@@ -562,6 +562,29 @@ async fn duravel_apagado_no_meio_e_recriado() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_que_sobem_juntos_convergem_num_fluxo() {
+    // Eight apps start together, each asking for the stream with a duplicate window of its own:
+    // every one gets the stream (none fails at start), and all agree on the settings of the one
+    // that created it.
+    let js = conectar().await;
+    let sufixo = uuid::Uuid::now_v7().simple().to_string();
+    let garantias = (1..=8_u64).map(|segundos| {
+        let js = js.clone();
+        let fluxo = Fluxo::new(format!("J{sufixo}"), format!("j{sufixo}"))
+            .unwrap()
+            .com_janela_de_duplicatas(Duration::from_secs(60 + segundos));
+        tokio::spawn(async move { fluxo.garantir(&js).await })
+    });
+    let mut janelas = HashSet::new();
+    for garantia in garantias.collect::<Vec<_>>() {
+        let fluxo = garantia.await.unwrap().expect("every app gets the stream");
+        janelas.insert(fluxo.janela_de_duplicatas());
+    }
+    assert_eq!(janelas.len(), 1, "one stream, one setting: {janelas:?}");
+    js.delete_stream(format!("J{sufixo}")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tipo_sem_receptor_nunca_fica_num_duravel_do_app() {
     // An app asked to consume a tipo it has no receptor for gets no durable for it, and messages
     // of that tipo published to the stream never sit in any of its durables.

@@ -153,10 +153,14 @@ impl Fluxo {
             num_replicas: self.replicas,
             ..Default::default()
         };
-        let fluxo = js
-            .get_or_create_stream(config)
-            .await
-            .map_err(|e| ErroNats::jetstream("creating or reading the stream")(Box::new(e)))?;
+        let fluxo = match js.get_or_create_stream(config).await {
+            Ok(fluxo) => fluxo,
+            // Apps started together: another one created it between our look and our create,
+            // with settings of its own ("already in use"). Its stream is the stream: read it.
+            Err(erro) => js.get_stream(&self.nome).await.map_err(|_| {
+                ErroNats::jetstream("creating or reading the stream")(Box::new(erro))
+            })?,
+        };
         let existente = &fluxo.cached_info().config;
         if !existente.subjects.iter().any(|s| s == &assuntos) {
             return Err(ErroNats::AssuntosDoFluxo {
