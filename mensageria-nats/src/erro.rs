@@ -63,7 +63,11 @@ pub enum ErroNats {
     },
 
     /// A JetStream API request failed (server down, JetStream disabled, permissions).
-    #[error("JetStream {operacao} failed: {fonte}; is the server up with JetStream enabled (-js)?")]
+    #[error(
+        "JetStream {operacao} failed: {fonte}; check that the servers are up with JetStream \
+         enabled (-js) and, on a cluster, that a majority of them is up (a replicated stream or \
+         durable needs a leader: it may still be electing one)"
+    )]
     JetStream {
         /// What was being done.
         operacao: &'static str,
