@@ -400,3 +400,120 @@ async fn r1_perde_com_o_disco_do_no_r3_nao() {
     let (commitadas, perdidas_r3) = no_perdido_com_o_disco(3).await;
     assert_eq!((commitadas, perdidas_r3), (50, 0), "R3: nothing lost");
 }
+
+/// The authorization block of the permissions row: an admin (the harness), a sending app that may
+/// publish only its tipo's subjects, a receiving app that may only consume and ack (least
+/// privilege, enforced by the servers).
+fn autorizacao(fluxo: &str, prefixo: &str) -> String {
+    format!(
+        r#"authorization {{
+  users = [
+    {{ user: admin, password: "admin-senha-0123" }}
+    {{ user: pedidos, password: "pedidos-senha-0123", permissions: {{
+        publish: {{ allow: ["{prefixo}.cluster.lancamento", "{prefixo}.cluster.lancamento.>", "$JS.API.STREAM.INFO.{fluxo}"] }}
+        subscribe: {{ allow: ["_INBOX.>"] }} }} }}
+    {{ user: fiscal, password: "fiscal-senha-0123", permissions: {{
+        publish: {{ allow: ["$JS.API.STREAM.INFO.{fluxo}", "$JS.API.STREAM.MSG.GET.{fluxo}",
+                            "$JS.API.CONSUMER.CREATE.{fluxo}", "$JS.API.CONSUMER.CREATE.{fluxo}.>",
+                            "$JS.API.CONSUMER.DURABLE.CREATE.{fluxo}.>", "$JS.API.CONSUMER.INFO.{fluxo}.>",
+                            "$JS.API.CONSUMER.MSG.NEXT.{fluxo}.>", "$JS.ACK.{fluxo}.>"] }}
+        subscribe: {{ allow: ["_INBOX.>"] }} }} }}
+  ]
+}}"#
+    )
+}
+
+/// A publish that must not be stored: `Err` (refused, or no PubAck within 1 s).
+async fn publicar_recusado(
+    js: &mensageria_nats::async_nats::jetstream::Context,
+    assunto: String,
+) -> bool {
+    let mut js = js.clone();
+    js.set_timeout(Duration::from_secs(1));
+    match js.publish(assunto, "{\"n\": 999999}".into()).await {
+        Err(_) => true,
+        Ok(ack) => ack.await.is_err(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn so_quem_registrou_o_tipo_publica() {
+    // The cluster runs with users and subject permissions. The sending app, allowed only its
+    // tipo's subjects, delivers 50 events that the receiving app, allowed only to consume and
+    // ack, applies; the sending app cannot publish another tipo, the receiving app cannot
+    // publish at all (it cannot forge an event), and a client without credentials cannot connect.
+    let sufixo = uuid::Uuid::now_v7().simple().to_string();
+    let (nome, prefixo) = (format!("P{sufixo}"), format!("p{sufixo}"));
+    let cluster =
+        Cluster::iniciar_com(&autorizacao(&nome, &prefixo), "admin:admin-senha-0123").await;
+    let admin = bancada::conectar(&cluster.urls()).await;
+    let fluxo = Fluxo::new(nome, prefixo)
+        .unwrap()
+        .com_replicas(3)
+        .garantir(&admin)
+        .await
+        .unwrap();
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    sqlx::query(bancada::RAZAO)
+        .execute(&emissor.pool)
+        .await
+        .unwrap();
+    mensageria_core::migrar(&receptor.pool).await.unwrap();
+    sqlx::query(bancada::EFEITO)
+        .execute(&receptor.pool)
+        .await
+        .unwrap();
+
+    let js_pedidos =
+        mensageria_nats::conectar(&cluster.urls_de("pedidos:pedidos-senha-0123"), "pedidos")
+            .await
+            .unwrap();
+    let js_fiscal =
+        mensageria_nats::conectar(&cluster.urls_de("fiscal:fiscal-senha-0123"), "fiscal")
+            .await
+            .unwrap();
+    let consumidor = Consumidor::new(
+        receptor.pool.clone(),
+        js_fiscal.clone(),
+        fluxo.clone(),
+        ConfigConsumidor::new("fiscal").com_espera(Duration::from_millis(200)),
+    )
+    .spawn()
+    .await
+    .unwrap();
+    let relay = Relay::new(emissor.pool.clone(), ConfigRelay::new("pedidos"))
+        .recurso(Publicador::new(js_pedidos.clone(), &fluxo))
+        .spawn()
+        .unwrap();
+    for n in 0..50 {
+        bancada::produzir(&emissor.pool, n, false, &Lancamento { n })
+            .await
+            .unwrap();
+    }
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    let razao = Razao::ler(&emissor.pool).await;
+    bancada::esperar_aplicadas(&receptor.pool, 50, Duration::from_secs(30)).await;
+
+    let outro_tipo = publicar_recusado(&js_pedidos, fluxo.assunto("estoque.reservado")).await;
+    let forjado = publicar_recusado(&js_fiscal, fluxo.assunto("cluster.lancamento")).await;
+    let anonimo = mensageria_nats::conectar(&cluster.urls_de(""), "anonimo").await;
+    let no_fluxo = bancada::mensagens_no_fluxo(&admin, &fluxo).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+    let contas = bancada::contar(&razao, "fiscal", &receptor.pool).await;
+    println!(
+        "least privilege: {contas}; the sender's publish of another tipo refused: {outro_tipo}; \
+         the receiving app's publish refused: {forjado}; anonymous client refused: {}; {no_fluxo} \
+         messages in the stream",
+        anonimo.is_err()
+    );
+    contas.afirmar();
+    assert!(outro_tipo && forjado, "the servers refused both publishes");
+    let erro = anonimo.map(|_| ()).unwrap_err().to_string();
+    assert!(!erro.contains("senha"), "{erro}");
+    assert_eq!(no_fluxo, 50, "nothing but the sender's own tipo was stored");
+    let _ = admin.delete_stream(fluxo.nome()).await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}

@@ -32,22 +32,15 @@ pub fn servidores(lista: &str) -> Vec<String> {
 /// # Ok(()) }
 /// ```
 pub async fn conectar(lista: &str, nome: &str) -> Result<async_nats::jetstream::Context, ErroNats> {
-    let servidores = servidores(lista);
-    let mostrados = servidores
-        .iter()
-        .map(|url| sem_credenciais(url))
-        .collect::<Vec<_>>()
-        .join(",");
+    let (opcoes, servidores) = opcoes_de_conexao(lista, nome);
+    let mostrados = servidores.join(",");
     if servidores.is_empty() {
         return Err(ErroNats::Conexao {
             servidores: mostrados,
             motivo: "no server URL given".to_owned(),
         });
     }
-    let cliente = async_nats::ConnectOptions::new()
-        .name(nome)
-        .connection_timeout(Duration::from_secs(3))
-        .retain_servers_order()
+    let cliente = opcoes
         .connect(servidores)
         .await
         .map_err(|erro| ErroNats::Conexao {
@@ -57,15 +50,76 @@ pub async fn conectar(lista: &str, nome: &str) -> Result<async_nats::jetstream::
     Ok(async_nats::jetstream::new(cliente))
 }
 
-/// `url` without its `user:password@` (or token), for messages: secrets never leave.
-fn sem_credenciais(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(esquema), Some(arroba)) if arroba > esquema => {
-            format!("{}://***@{}", &url[..esquema], &url[arroba + 1..])
+/// What [`conectar`] connects with, for an app that adds options of its own (an event callback,
+/// TLS): the client options (name `nome`, a 3 s connection timeout, the servers tried in order,
+/// and the credentials of `lista`'s URLs) and the servers without their credentials. The NATS
+/// client ignores a `user:password@` or `token@` in a URL and would fail with "authorization
+/// violation": they are taken out of the URLs and given to the client here (the first URL that
+/// has some).
+///
+/// ```
+/// let (_opcoes, servidores) =
+///     mensageria_nats::opcoes_de_conexao("nats://app:segredo@n1:4222,nats://n2:4222", "app");
+/// assert_eq!(servidores, ["nats://n1:4222", "nats://n2:4222"]);
+/// ```
+pub fn opcoes_de_conexao(lista: &str, nome: &str) -> (async_nats::ConnectOptions, Vec<String>) {
+    let mut opcoes = async_nats::ConnectOptions::new()
+        .name(nome)
+        .connection_timeout(Duration::from_secs(3))
+        .retain_servers_order();
+    let mut credenciais_dadas = false;
+    let mut limpos = Vec::new();
+    for url in servidores(lista) {
+        let (limpo, credenciais) = separar_credenciais(&url);
+        if let (false, Some((usuario, senha))) = (credenciais_dadas, credenciais) {
+            credenciais_dadas = true;
+            opcoes = match senha {
+                Some(senha) => opcoes.user_and_password(usuario, senha),
+                None => opcoes.token(usuario),
+            };
         }
-        (None, Some(arroba)) => format!("***@{}", &url[arroba + 1..]),
-        _ => url.to_owned(),
+        limpos.push(limpo);
     }
+    (opcoes, limpos)
+}
+
+/// `url` without its credentials, and them: `(user, Some(password))`, or `(token, None)`.
+fn separar_credenciais(url: &str) -> (String, Option<(String, Option<String>)>) {
+    let (esquema, resto) = match url.find("://") {
+        Some(i) => (&url[..i + 3], &url[i + 3..]),
+        None => ("", url),
+    };
+    match resto.rfind('@') {
+        Some(arroba) => {
+            let (credenciais, endereco) = (&resto[..arroba], &resto[arroba + 1..]);
+            let credenciais = match credenciais.split_once(':') {
+                Some((usuario, senha)) => (decodificar(usuario), Some(decodificar(senha))),
+                None => (decodificar(credenciais), None),
+            };
+            (format!("{esquema}{endereco}"), Some(credenciais))
+        }
+        None => (url.to_owned(), None),
+    }
+}
+
+/// Percent-decoding of a URL's user or password (`%40` for `@`, say).
+fn decodificar(texto: &str) -> String {
+    let bytes = texto.as_bytes();
+    let mut saida = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(byte) = u8::from_str_radix(&texto[i + 1..i + 3], 16)
+        {
+            saida.push(byte);
+            i += 3;
+            continue;
+        }
+        saida.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&saida).into_owned()
 }
 
 #[cfg(test)]
@@ -73,13 +127,22 @@ mod testes {
     use super::*;
 
     #[test]
-    fn credenciais_nao_saem_nas_mensagens() {
+    fn credenciais_saem_das_urls_e_vao_para_o_cliente() {
         assert_eq!(
-            sem_credenciais("nats://u:segredo@h:4222"),
-            "nats://***@h:4222"
+            separar_credenciais("nats://u:seg%40redo@h:4222"),
+            (
+                "nats://h:4222".to_owned(),
+                Some(("u".to_owned(), Some("seg@redo".to_owned())))
+            )
         );
-        assert_eq!(sem_credenciais("tok@h:4222"), "***@h:4222");
-        assert_eq!(sem_credenciais("nats://h:4222"), "nats://h:4222");
+        assert_eq!(
+            separar_credenciais("tok@h:4222"),
+            ("h:4222".to_owned(), Some(("tok".to_owned(), None)))
+        );
+        assert_eq!(
+            separar_credenciais("nats://h:4222"),
+            ("nats://h:4222".to_owned(), None)
+        );
     }
 
     #[tokio::test]
@@ -93,6 +156,6 @@ mod testes {
         let url = format!("nats://u:segredo@127.0.0.1:{porta}");
         let erro = conectar(&url, "app").await.unwrap_err().to_string();
         assert!(!erro.contains("segredo"), "{erro}");
-        assert!(erro.contains("nats://***@127.0.0.1"), "{erro}");
+        assert!(erro.contains("nats://127.0.0.1"), "{erro}");
     }
 }

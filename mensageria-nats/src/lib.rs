@@ -22,7 +22,7 @@ mod fluxo;
 mod nome;
 mod publicador;
 
-pub use conexao::{conectar, servidores};
+pub use conexao::{conectar, opcoes_de_conexao, servidores};
 pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle};
 pub use erro::ErroNats;
 pub use fluxo::Fluxo;

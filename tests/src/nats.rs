@@ -44,8 +44,8 @@ pub async fn conectar(url: &str) -> jetstream::Context {
 pub async fn conectar_vigiado(url: &str) -> (jetstream::Context, Arc<Mutex<Option<Instant>>>) {
     let conectou = Arc::new(Mutex::new(None));
     let registro = Arc::clone(&conectou);
-    let cliente = async_nats::ConnectOptions::new()
-        .name("mensageria-testes")
+    let (opcoes, servidores) = mensageria_nats::opcoes_de_conexao(url, "mensageria-testes");
+    let cliente = opcoes
         .event_callback(move |evento| {
             let registro = Arc::clone(&registro);
             async move {
@@ -54,7 +54,7 @@ pub async fn conectar_vigiado(url: &str) -> (jetstream::Context, Arc<Mutex<Optio
                 }
             }
         })
-        .connect(mensageria_nats::servidores(url))
+        .connect(servidores)
         .await
         .unwrap_or_else(|erro| panic!("nats-server at {url} (scripts/test starts it): {erro}"));
     (jetstream::new(cliente), conectou)
@@ -197,6 +197,10 @@ impl Drop for ServidorNats {
 pub struct Cluster {
     nos: Vec<No>,
     nome: String,
+    /// Extra configuration every node gets (an `authorization` block, say), or none.
+    extra: String,
+    /// `user:password@` for the harness's own connections, when `extra` requires one.
+    credenciais: String,
 }
 
 struct No {
@@ -210,6 +214,13 @@ impl Cluster {
     /// Starts the three nodes and returns once JetStream has a meta leader (a stream can be
     /// created).
     pub async fn iniciar() -> Self {
+        Self::iniciar_com("", "").await
+    }
+
+    /// [`iniciar`](Self::iniciar), every node's configuration file ending with `extra` (e.g. an
+    /// `authorization { users = [...] }` block); `credenciais` (`user:password`) is what the
+    /// harness itself connects with.
+    pub async fn iniciar_com(extra: &str, credenciais: &str) -> Self {
         let mut portas = Vec::new();
         let ouvintes: Vec<std::net::TcpListener> = (0..6)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
@@ -229,6 +240,12 @@ impl Cluster {
         let mut cluster = Self {
             nos,
             nome: format!("C{}", Uuid::now_v7().simple()),
+            extra: extra.to_owned(),
+            credenciais: if credenciais.is_empty() {
+                String::new()
+            } else {
+                format!("{credenciais}@")
+            },
         };
         for i in 0..3 {
             cluster.subir(i).await;
@@ -237,11 +254,22 @@ impl Cluster {
         cluster
     }
 
-    /// The three client URLs, comma-separated: what an app is given to follow the cluster.
+    /// The three client URLs, comma-separated: what an app is given to follow the cluster
+    /// (with the harness's credentials, if the cluster requires some).
     pub fn urls(&self) -> String {
+        self.urls_de(self.credenciais.trim_end_matches('@'))
+    }
+
+    /// The three client URLs with `credenciais` (`user:password`; empty: none).
+    pub fn urls_de(&self, credenciais: &str) -> String {
+        let credenciais = if credenciais.is_empty() {
+            String::new()
+        } else {
+            format!("{credenciais}@")
+        };
         self.nos
             .iter()
-            .map(|no| format!("nats://127.0.0.1:{}", no.porta))
+            .map(|no| format!("nats://{credenciais}127.0.0.1:{}", no.porta))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -283,16 +311,22 @@ impl Cluster {
             .map(|(_, no)| format!("nats://127.0.0.1:{}", no.porta_cluster))
             .collect();
         let no = &self.nos[i];
+        let configuracao = format!(
+            "listen: 127.0.0.1:{porta}\nserver_name: n{i}\n\
+             jetstream {{ store_dir: {dir:?} }}\n\
+             cluster {{ name: {nome}, listen: 127.0.0.1:{cluster}, routes: [{rotas}] }}\n{extra}\n",
+            porta = no.porta,
+            dir = no.armazenamento.path().display().to_string(),
+            nome = self.nome,
+            cluster = no.porta_cluster,
+            rotas = rotas.join(", "),
+            extra = self.extra,
+        );
+        let arquivo = no.armazenamento.path().join("no.conf");
+        std::fs::write(&arquivo, configuracao).expect("write the node's configuration");
         let mut filho = Command::new("nats-server")
-            .args(["-a", "127.0.0.1", "-p", &no.porta.to_string()])
-            .args(["--server_name", &format!("n{i}"), "-js", "-sd"])
-            .arg(no.armazenamento.path())
-            .args(["--cluster_name", &self.nome])
-            .args([
-                "--cluster",
-                &format!("nats://127.0.0.1:{}", no.porta_cluster),
-            ])
-            .args(["--routes", &rotas.join(",")])
+            .arg("-c")
+            .arg(&arquivo)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
