@@ -585,6 +585,56 @@ async fn apps_que_sobem_juntos_convergem_num_fluxo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn um_app_novo_comeca_onde_manda_o_inicio() {
+    // 10 events already in the stream; an app that starts with `Inicio::Tudo` applies them, one
+    // that starts with `Inicio::Novas` applies only the 5 published after its durable exists.
+    let bancada = Bancada::nova(Duration::from_secs(120)).await;
+    let (emissor, tudo, novas) = (
+        PgIsolado::novo().await,
+        PgIsolado::novo().await,
+        PgIsolado::novo().await,
+    );
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    receptor_pronto(&tudo.pool).await;
+    receptor_pronto(&novas.pool).await;
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    enfileirar_pedidos(&emissor.pool, 8000..8010, |_| "normal").await;
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    let c_tudo = bancada
+        .consumidor(&tudo.pool, config_consumidor("historico"))
+        .spawn()
+        .await
+        .unwrap();
+    let c_novas = bancada
+        .consumidor(
+            &novas.pool,
+            config_consumidor("so-novas").com_inicio(mensageria_nats::Inicio::Novas),
+        )
+        .spawn()
+        .await
+        .unwrap();
+    enfileirar_pedidos(&emissor.pool, 8010..8015, |_| "normal").await;
+    esperar_efeitos(&tudo.pool, 15, 30).await;
+    esperar_efeitos(&novas.pool, 5, 30).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+    assert!(c_tudo.shutdown(Duration::from_secs(5)).await);
+    assert!(c_novas.shutdown(Duration::from_secs(5)).await);
+    assert_eq!(efeitos(&tudo.pool).await, (15, 0));
+    assert_eq!(
+        efeitos(&novas.pool).await,
+        (5, 0),
+        "only what came after its durable"
+    );
+    bancada.fechar().await;
+    emissor.descartar().await;
+    tudo.descartar().await;
+    novas.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tipo_sem_receptor_nunca_fica_num_duravel_do_app() {
     // An app asked to consume a tipo it has no receptor for gets no durable for it, and messages
     // of that tipo published to the stream never sit in any of its durables.

@@ -217,7 +217,12 @@ pub(crate) async fn executar(
         verificar_receptores(conexao, &args, &mut d).await?;
     }
     verificar_retidas(conexao, &claimants, &mut d).await?;
-    verificar_retencao(&args, &mut d);
+    let max_age_ms = if aplicada.is_some_and(|v| v >= por_app) {
+        maior_max_age_ms(conexao, None).await?
+    } else {
+        None
+    };
+    verificar_retencao(&args, max_age_ms, &mut d);
     Ok(concluir(d, json))
 }
 
@@ -850,7 +855,22 @@ async fn verificar_retidas(
 }
 
 /// The dedup retention against the senders' redelivery horizon.
-fn verificar_retencao(args: &ArgsDoctor, d: &mut Diagnostico) {
+/// The longest `max_age` of the streams the receiving apps of this schema consume (`app`'s only,
+/// when given), as their consumers last recorded it: a durable created anew replays that much
+/// history, so dedup records must outlive it too.
+pub(crate) async fn maior_max_age_ms(
+    conexao: &Conexao,
+    app: Option<&str>,
+) -> Result<Option<(i64, String)>, ErroCli> {
+    let receptores = nos_dois!(conexao, pool => operacoes::receptores(pool).await?);
+    Ok(receptores
+        .into_iter()
+        .filter(|r| app.is_none_or(|app| r.app == app))
+        .filter_map(|r| r.consumo.map(|c| (c.max_age_ms, r.app)))
+        .max_by_key(|(max_age, _)| *max_age))
+}
+
+fn verificar_retencao(args: &ArgsDoctor, max_age: Option<(i64, String)>, d: &mut Diagnostico) {
     let horizonte = args.horizonte.unwrap_or_else(horizonte_padrao);
     let Some(retencao) = args.retencao else {
         d.notas.push(format!(
@@ -879,5 +899,23 @@ fn verificar_retencao(args: &ArgsDoctor, d: &mut Diagnostico) {
             humana(retencao),
             humana(horizonte)
         ));
+    }
+    if let Some((max_age_ms, app)) = max_age
+        && i64::try_from(retencao.as_millis()).unwrap_or(i64::MAX) <= max_age_ms
+    {
+        d.problemas.push(Problema {
+            codigo: Codigo::RetencaoCurta,
+            tipo: None,
+            apps: vec![app.clone()],
+            mensagem: format!(
+                "dedup retention ({}) is not longer than the max_age of the stream receiving app \
+                 `{app}` consumes ({}): a durable created anew (a first start, a deleted durable, \
+                 a renamed app) replays the stream from its start, and an event older than the \
+                 retention would be applied twice; keep records longer than the stream keeps \
+                 messages",
+                humana(retencao),
+                humana_ms(max_age_ms)
+            ),
+        });
     }
 }

@@ -145,6 +145,22 @@ pub(crate) enum ErroCli {
     #[error("could not read the confirmation from stdin: {0}")]
     Entrada(#[from] std::io::Error),
 
+    /// Purging with this retention would let a replay of the stream be applied twice.
+    #[error(
+        "refusing to purge: the retention ({}) is not longer than the max_age ({}) of the stream \
+         receiving app `{app}` consumes: a durable created anew replays the stream from its start, \
+         and an event whose record was purged would be applied twice; keep a longer --retencao",
+        humana(*retencao), humana(*max_age)
+    )]
+    RetencaoCurtaParaOFluxo {
+        /// The retention asked for.
+        retencao: Duration,
+        /// The stream's max_age.
+        max_age: Duration,
+        /// The receiving app whose stream it is.
+        app: String,
+    },
+
     /// Purging with this retention would let a late redelivery be applied twice.
     #[error(
         "refusing to purge: the retention ({}) is not longer than the senders' redelivery horizon \

@@ -65,6 +65,18 @@ pub(crate) async fn executar(
         retencao: args.retencao,
         horizonte,
     })?;
+    // A JetStream durable created anew replays its stream from the start: records younger than
+    // the stream's max_age must stay (the receiving apps' consumers record it).
+    if let Some((max_age_ms, app)) =
+        crate::doctor::maior_max_age_ms(conexao, args.app.as_deref()).await?
+        && i64::try_from(args.retencao.as_millis()).unwrap_or(i64::MAX) <= max_age_ms
+    {
+        return Err(ErroCli::RetencaoCurtaParaOFluxo {
+            retencao: args.retencao,
+            max_age: Duration::from_millis(u64::try_from(max_age_ms).unwrap_or(0)),
+            app,
+        });
+    }
     // clap keeps `--lote` at 1 or more; beyond u32 it is capped (a batch that large is one).
     let lote = u32::try_from(args.lote)
         .ok()

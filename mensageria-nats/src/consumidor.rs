@@ -66,6 +66,26 @@ pub struct Config {
     tempo_limite: Duration,
     pub(crate) intervalo_de_verificacao: Duration,
     perder_primeiro_ack: bool,
+    inicio: Inicio,
+}
+
+/// Where a durable the consumer creates starts in the stream (an existing durable keeps its
+/// place: this matters at an app's first start, and when a durable is recreated after it was
+/// deleted or the app renamed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Inicio {
+    /// From the oldest message the stream holds (the default): nothing published before the
+    /// durable existed is missed. A replay of what was applied is absorbed by the dedup records,
+    /// as long as they outlive the stream's `max_age` (`mensageria doctor --retencao` and
+    /// `mensageria purgar` check it against what the consumers record).
+    #[default]
+    Tudo,
+    /// Only messages published after the durable is created: what the stream held before is
+    /// skipped, for good (for an app that must not replay history it never received).
+    Novas,
+    /// From the first message published at or after this instant.
+    Desde(std::time::SystemTime),
 }
 
 impl Config {
@@ -89,6 +109,31 @@ impl Config {
             tempo_limite: Duration::from_secs(120),
             intervalo_de_verificacao: Duration::from_secs(5),
             perder_primeiro_ack: false,
+            inicio: Inicio::Tudo,
+        }
+    }
+
+    /// Where a durable this consumer creates starts (see [`Inicio`]; [`Inicio::Tudo`] by
+    /// default).
+    pub fn com_inicio(mut self, inicio: Inicio) -> Self {
+        self.inicio = inicio;
+        self
+    }
+
+    fn politica_de_entrega(&self) -> async_nats::jetstream::consumer::DeliverPolicy {
+        use async_nats::jetstream::consumer::DeliverPolicy;
+        match self.inicio {
+            Inicio::Tudo => DeliverPolicy::All,
+            Inicio::Novas => DeliverPolicy::New,
+            Inicio::Desde(instante) => {
+                let nanos = instante
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as i128);
+                match async_nats::datetime::from_nanos(nanos) {
+                    Ok(start_time) => DeliverPolicy::ByStartTime { start_time },
+                    Err(_) => DeliverPolicy::All,
+                }
+            }
         }
     }
 
@@ -268,6 +313,7 @@ impl<DB: Banco> Consumidor<DB> {
                     // silently): this consumer does, after `max_entregas`, into the dead letters.
                     max_deliver: -1,
                     max_ack_pending: i64::try_from(faixa.em_voo).unwrap_or(i64::MAX),
+                    deliver_policy: self.config.politica_de_entrega(),
                     ..Default::default()
                 };
                 let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;

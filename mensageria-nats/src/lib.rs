@@ -23,7 +23,7 @@ mod nome;
 mod publicador;
 
 pub use conexao::{conectar, opcoes_de_conexao, servidores};
-pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle};
+pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle, Inicio};
 pub use erro::ErroNats;
 pub use fluxo::Fluxo;
 pub use publicador::Publicador;

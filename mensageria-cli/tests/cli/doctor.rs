@@ -363,6 +363,13 @@ nos_dois_bancos! {
         );
         let silencio = d["problems"].as_array().unwrap().iter().find(|p| p["code"] == "receiver-silent").unwrap();
         assert!(silencio["message"].as_str().unwrap().contains("20 waiting"), "{silencio}");
+        // The retention must outlive the streams the consumers read (7 days here): a durable
+        // created anew replays that much.
+        let d = diagnosticar(&db, &["--retencao", "5d", "--horizonte", "1d"], 1);
+        assert!(problemas(&d).contains(&(s("retention-too-short"), s(""), vec![s("analise")])) || problemas(&d).contains(&(s("retention-too-short"), s(""), vec![s("estoque")])), "{d:#}");
+        let recusa = db.mensageria(&["purgar", "--retencao", "5d", "--horizonte", "1d"]).assert().failure();
+        assert!(crate::comum::stderr(&recusa).contains("max_age"), "{}", crate::comum::stderr(&recusa));
+        db.mensageria(&["purgar", "--retencao", "5d", "--horizonte", "1d", "--app", "fiscal"]).assert().success();
         // With --max-pending-age, the consumers' oldest messages are judged too.
         let d = diagnosticar(&db, &["--retencao", "30d", "--max-pending-age", "30s"], 1);
         assert!(problemas(&d).contains(&(s("pending-too-old"), s("pedido.criado"), vec![s("estoque")])), "{d:#}");
