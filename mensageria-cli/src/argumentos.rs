@@ -313,6 +313,10 @@ pub(crate) enum AcaoRecebidas {
         /// Records moved per transaction.
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..))]
         lote: i64,
+        /// Give them to the apps named even when another registered receiving app receives the
+        /// tipo too (it would then apply those old keys again on a redelivery or a replay).
+        #[arg(long = "so-estes")]
+        so_estes: bool,
         /// Do not ask: yes, give them.
         #[arg(long, short = 'y')]
         yes: bool,

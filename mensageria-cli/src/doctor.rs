@@ -217,12 +217,11 @@ pub(crate) async fn executar(
         verificar_receptores(conexao, &args, &mut d).await?;
     }
     verificar_retidas(conexao, &claimants, &mut d).await?;
-    let max_age_ms = if aplicada.is_some_and(|v| v >= por_app) {
-        maior_max_age_ms(conexao, None).await?
-    } else {
-        None
+    let stream_longo = match (aplicada.is_some_and(|v| v >= por_app), args.retencao) {
+        (true, Some(retencao)) => fluxo_mais_longo_que(conexao, None, retencao).await?,
+        _ => None,
     };
-    verificar_retencao(&args, max_age_ms, &mut d);
+    verificar_retencao(&args, stream_longo, &mut d);
     Ok(concluir(d, json))
 }
 
@@ -856,8 +855,9 @@ async fn verificar_retidas(
 
 /// The dedup retention against the senders' redelivery horizon.
 /// The longest `max_age` of the streams the receiving apps of this schema consume (`app`'s only,
-/// when given), as their consumers last recorded it: a durable created anew replays that much
-/// history, so dedup records must outlive it too.
+/// when given), as their consumers last recorded it, in ms (`i64::MAX` for a stream that keeps
+/// messages forever, recorded as 0): a durable created anew replays that much history, so dedup
+/// records must outlive it too.
 pub(crate) async fn maior_max_age_ms(
     conexao: &Conexao,
     app: Option<&str>,
@@ -867,7 +867,30 @@ pub(crate) async fn maior_max_age_ms(
         .into_iter()
         .filter(|r| app.is_none_or(|app| r.app == app))
         .filter_map(|r| r.consumo.map(|c| (c.max_age_ms, r.app)))
+        .map(|(max_age, app)| (if max_age <= 0 { i64::MAX } else { max_age }, app))
         .max_by_key(|(max_age, _)| *max_age))
+}
+
+/// The receiving app whose stream keeps messages at least as long as `retencao` (and that
+/// `max_age`, in ms), if any: a retention that short lets a replay be applied twice.
+pub(crate) async fn fluxo_mais_longo_que(
+    conexao: &Conexao,
+    app: Option<&str>,
+    retencao: std::time::Duration,
+) -> Result<Option<(i64, String)>, ErroCli> {
+    let retencao_ms = i64::try_from(retencao.as_millis()).unwrap_or(i64::MAX);
+    Ok(maior_max_age_ms(conexao, app)
+        .await?
+        .filter(|(max_age_ms, _)| retencao_ms <= *max_age_ms))
+}
+
+/// `max_age` in ms as a person reads it (`unlimited` for a stream that keeps messages forever).
+pub(crate) fn max_age_legivel(max_age_ms: i64) -> String {
+    if max_age_ms == i64::MAX {
+        "unlimited".to_owned()
+    } else {
+        humana_ms(max_age_ms)
+    }
 }
 
 fn verificar_retencao(args: &ArgsDoctor, max_age: Option<(i64, String)>, d: &mut Diagnostico) {
@@ -900,9 +923,7 @@ fn verificar_retencao(args: &ArgsDoctor, max_age: Option<(i64, String)>, d: &mut
             humana(horizonte)
         ));
     }
-    if let Some((max_age_ms, app)) = max_age
-        && i64::try_from(retencao.as_millis()).unwrap_or(i64::MAX) <= max_age_ms
-    {
+    if let Some((max_age_ms, app)) = max_age {
         d.problemas.push(Problema {
             codigo: Codigo::RetencaoCurta,
             tipo: None,
@@ -914,7 +935,7 @@ fn verificar_retencao(args: &ArgsDoctor, max_age: Option<(i64, String)>, d: &mut
                  retention would be applied twice; keep records longer than the stream keeps \
                  messages",
                 humana(retencao),
-                humana_ms(max_age_ms)
+                max_age_legivel(max_age_ms)
             ),
         });
     }

@@ -145,18 +145,34 @@ pub(crate) enum ErroCli {
     #[error("could not read the confirmation from stdin: {0}")]
     Entrada(#[from] std::io::Error),
 
+    /// Unowned records would be given away from a registered receiving app of their tipo.
+    #[error(
+        "tipo `{tipo}` is also received by {} on this schema: given only to the apps named, its \
+         unowned records would stop counting for {} (old keys applied again on a redelivery or a \
+         replay); name them too (--app, once each), or pass --so-estes if that is what you mean",
+        faltam.join(", "),
+        if faltam.len() == 1 { "it" } else { "them" }
+    )]
+    AdocaoIncompleta {
+        /// The tipo.
+        tipo: String,
+        /// The registered receiving apps not named.
+        faltam: Vec<String>,
+    },
+
     /// Purging with this retention would let a replay of the stream be applied twice.
     #[error(
-        "refusing to purge: the retention ({}) is not longer than the max_age ({}) of the stream \
-         receiving app `{app}` consumes: a durable created anew replays the stream from its start, \
-         and an event whose record was purged would be applied twice; keep a longer --retencao",
-        humana(*retencao), humana(*max_age)
+        "refusing to purge: the retention ({}) is not longer than the max_age ({max_age}) of the \
+         stream receiving app `{app}` consumes: a durable created anew replays the stream from its \
+         start, and an event whose record was purged would be applied twice; keep a longer \
+         --retencao",
+        humana(*retencao)
     )]
     RetencaoCurtaParaOFluxo {
         /// The retention asked for.
         retencao: Duration,
-        /// The stream's max_age.
-        max_age: Duration,
+        /// The stream's max_age, as a person reads it.
+        max_age: String,
         /// The receiving app whose stream it is.
         app: String,
     },

@@ -289,15 +289,11 @@ async fn publicar_de_novo(
     nova: Uuid,
 ) -> Result<u64, ErroCli> {
     let falha = |motivo: String| ErroCli::Reenvio { motivo };
-    let servidores: Vec<&str> = nats.split(',').map(str::trim).collect();
-    let cliente = async_nats::ConnectOptions::new()
-        .name("mensageria-cli")
-        .connection_timeout(std::time::Duration::from_secs(5))
-        .connect(servidores)
+    // Credentials in the URLs reach the client, never a message.
+    let js = mensageria_nats::conectar(nats, "mensageria-cli")
         .await
-        .map_err(|erro| falha(format!("cannot connect to NATS at {nats}: {erro}")))?;
-    let js = async_nats::jetstream::new(cliente);
-    let mut cabecalhos = async_nats::HeaderMap::new();
+        .map_err(|erro| falha(erro.to_string()))?;
+    let mut cabecalhos = mensageria_nats::async_nats::HeaderMap::new();
     cabecalhos.insert("Nats-Msg-Id", nova.to_string().as_str());
     cabecalhos.insert("ce-id", nova.to_string().as_str());
     cabecalhos.insert("ce-type", morta.tipo.as_str());

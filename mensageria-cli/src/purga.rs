@@ -68,12 +68,11 @@ pub(crate) async fn executar(
     // A JetStream durable created anew replays its stream from the start: records younger than
     // the stream's max_age must stay (the receiving apps' consumers record it).
     if let Some((max_age_ms, app)) =
-        crate::doctor::maior_max_age_ms(conexao, args.app.as_deref()).await?
-        && i64::try_from(args.retencao.as_millis()).unwrap_or(i64::MAX) <= max_age_ms
+        crate::doctor::fluxo_mais_longo_que(conexao, args.app.as_deref(), args.retencao).await?
     {
         return Err(ErroCli::RetencaoCurtaParaOFluxo {
             retencao: args.retencao,
-            max_age: Duration::from_millis(u64::try_from(max_age_ms).unwrap_or(0)),
+            max_age: crate::doctor::max_age_legivel(max_age_ms),
             app,
         });
     }

@@ -149,6 +149,37 @@ impl Relatorio for Esquecido {
     }
 }
 
+/// Refuses to give unowned records away when a registered receiving app of their tipo is not
+/// among `apps`: it would lose them, and apply those old keys again on a redelivery or a replay.
+async fn exigir_todos_os_receptores(
+    conexao: &Conexao,
+    apps: &[String],
+    tipo: Option<&str>,
+) -> Result<(), ErroCli> {
+    let (registros, receptores) = nos_dois!(conexao, pool => (
+        operacoes::recebidas_por_app(pool).await?,
+        operacoes::receptores(pool).await?,
+    ));
+    for sem_dono in registros
+        .iter()
+        .filter(|r| r.app.is_empty() && tipo.is_none_or(|tipo| tipo == r.tipo))
+    {
+        let mut faltam: Vec<String> = receptores
+            .iter()
+            .filter(|r| r.tipo == sem_dono.tipo && !apps.contains(&r.app))
+            .map(|r| r.app.clone())
+            .collect();
+        faltam.dedup();
+        if !faltam.is_empty() {
+            return Err(ErroCli::AdocaoIncompleta {
+                tipo: sem_dono.tipo.clone(),
+                faltam,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Runs `recebidas ...`.
 pub(crate) async fn executar(
     conexao: &Conexao,
@@ -174,11 +205,15 @@ pub(crate) async fn executar(
             apps,
             tipo,
             lote,
+            so_estes,
             yes,
         } => {
             for app in &apps {
                 mensageria_core::configuracao::exigir_nome_de_app(app)
                     .map_err(mensageria_core::Erro::from)?;
+            }
+            if !so_estes {
+                exigir_todos_os_receptores(conexao, &apps, tipo.as_deref()).await?;
             }
             if !yes {
                 let de = tipo

@@ -492,11 +492,23 @@ pub struct Recebida<'a> {
 /// # Ok(()) }
 /// ```
 #[doc(alias("inbox", "dedup", "idempotency"))]
-pub fn registrar_recebida<'c, DB: Banco>(
+pub async fn registrar_recebida<'c, DB: Banco>(
     conexao: &'c mut <DB as sqlx::Database>::Connection,
     recebida: Recebida<'c>,
-) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c {
-    DB::registrar_recebida(conexao, recebida)
+) -> Result<bool, sqlx::Error> {
+    exigir_app(recebida.app)?;
+    DB::registrar_recebida(conexao, recebida).await
+}
+
+/// A dedup record must name its receiving app: a blank one would be an unowned record, which
+/// every other app counts as its own.
+fn exigir_app(app: &str) -> Result<(), sqlx::Error> {
+    if app.trim().is_empty() {
+        return Err(sqlx::Error::InvalidArgument(
+            "a dedup record needs its receiving app's name (Recebida::app is blank)".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// The dedup records of a batch, written through `conexao` (the batch's transaction)
@@ -532,6 +544,9 @@ pub async fn registrar_recebidas<DB: Banco>(
     conexao: &mut <DB as sqlx::Database>::Connection,
     recebidas: &[Recebida<'_>],
 ) -> Result<Vec<bool>, sqlx::Error> {
+    for recebida in recebidas {
+        exigir_app(recebida.app)?;
+    }
     let mut vistas = std::collections::HashSet::with_capacity(recebidas.len());
     let primeiras: Vec<bool> = recebidas
         .iter()
@@ -770,6 +785,17 @@ pub async fn registrar_receptores<DB: Banco>(
         return Ok(());
     }
     Ok(DB::registrar_receptores(pool, app, tipos, transporte).await?)
+}
+
+/// Whether receiving app `app` applied message `id_mensagem` (its dedup record says so). An
+/// unindexed look, for rare checks: a JetStream consumer asks it before recording as expired a
+/// message a sibling replica may have applied.
+pub async fn recebida_por_id<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    id_mensagem: Uuid,
+) -> Result<bool, ErroOperacao> {
+    Ok(DB::recebida_por_id(pool, app, id_mensagem).await?)
 }
 
 /// Forgets a retired receiving app's registrations (`mensageria_receptores`); returns how many

@@ -43,11 +43,10 @@ impl<DB: Banco> Acompanhamento<DB> {
     pub(crate) async fn rodar(mut self, cancelar: CancellationToken) {
         let mut avisado: Option<tokio::time::Instant> = None;
         loop {
-            // A round waits on the server (several requests): cancelled at once at shutdown.
-            let rodada = async {
-                self.guardar_expiradas().await;
-                self.verificar().await
-            };
+            // What the stream deleted is recorded whatever comes (never dropped by a shutdown);
+            // the rest of a round waits on the server (several requests): cancelled at once.
+            self.guardar_expiradas().await;
+            let rodada = self.verificar();
             let problema = tokio::select! {
                 _ = cancelar.cancelled() => return,
                 problema = rodada => problema,
@@ -128,7 +127,13 @@ impl<DB: Banco> Acompanhamento<DB> {
         };
         let primeira = info.state.first_sequence;
         for morta in self.adiadas.expiradas(primeira) {
-            registrar_perda(&self.pool, &morta).await;
+            // A sibling replica may have got the redelivery and applied it.
+            let aplicada = operacoes::recebida_por_id(&self.pool, &morta.app, morta.id_mensagem)
+                .await
+                .unwrap_or(false);
+            if !aplicada {
+                registrar_perda(&self.pool, &morta).await;
+            }
         }
     }
 
@@ -145,10 +150,7 @@ impl<DB: Banco> Acompanhamento<DB> {
         let Ok(mensagem) = mensagem else {
             return Duration::ZERO;
         };
-        mensagem
-            .headers
-            .get("Nats-Msg-Id")
-            .and_then(|id| uuid::Uuid::parse_str(id.as_str()).ok())
+        crate::consumidor::id_dos_cabecalhos(&mensagem.headers)
             .and_then(crate::consumidor::idade_do_id)
             .unwrap_or_default()
     }
@@ -286,7 +288,8 @@ pub(crate) async fn conferir_ausencia<DB: Banco>(
     let assuntos: Vec<&str> = faixas.iter().map(|f| f.assunto.as_str()).collect();
     let morta = MortaRecebida {
         app: app.to_owned(),
-        id_mensagem: uuid::Uuid::now_v7(),
+        // The same range of the same app and tipo is one record, whoever finds it first.
+        id_mensagem: id_da_lacuna(app, tipo, de, ate),
         tipo: tipo.to_owned(),
         origem: format!("nats:{}:{}", fluxo.cached_info().config.name, assuntos[0]),
         payload: serde_json::json!({
@@ -307,4 +310,19 @@ pub(crate) async fn conferir_ausencia<DB: Banco>(
         sequencia: i64::try_from(de).ok(),
     };
     registrar_perda(pool, &morta).await;
+}
+
+/// A stable id for the record of the range `de..=ate` of `app` and `tipo` (a UUIDv8 from two
+/// FNV-1a hashes of it), so replicas that start together record it once.
+fn id_da_lacuna(app: &str, tipo: &str, de: u64, ate: u64) -> uuid::Uuid {
+    let texto = format!("{app}\u{0}{tipo}\u{0}{de}\u{0}{ate}");
+    let fnv = |semente: u64| {
+        texto.bytes().fold(semente, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    let mut bytes = [0_u8; 16];
+    bytes[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
+    bytes[8..].copy_from_slice(&fnv(0x84222325cbf29ce4).to_be_bytes());
+    uuid::Uuid::new_v8(bytes)
 }

@@ -105,14 +105,15 @@ fn separar_credenciais(url: &str) -> (String, Option<(String, Option<String>)>) 
 /// Percent-decoding of a URL's user or password (`%40` for `@`, say).
 fn decodificar(texto: &str) -> String {
     let bytes = texto.as_bytes();
+    let hexa = |b: u8| char::from(b).to_digit(16).map(|d| d as u8);
     let mut saida = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(byte) = u8::from_str_radix(&texto[i + 1..i + 3], 16)
+            && let (Some(&a), Some(&b)) = (bytes.get(i + 1), bytes.get(i + 2))
+            && let (Some(a), Some(b)) = (hexa(a), hexa(b))
         {
-            saida.push(byte);
+            saida.push(a * 16 + b);
             i += 3;
             continue;
         }

@@ -875,9 +875,15 @@ pub(crate) fn idade_do_id(id: Uuid) -> Option<Duration> {
 }
 
 pub(crate) fn id_da_mensagem(mensagem: &Message) -> Option<Uuid> {
-    cabecalho(mensagem, "Nats-Msg-Id")
-        .or_else(|| cabecalho(mensagem, "ce-id"))
-        .and_then(|id| Uuid::parse_str(id).ok())
+    mensagem.headers.as_ref().and_then(id_dos_cabecalhos)
+}
+
+/// A message's id from its headers: `Nats-Msg-Id`, else `ce-id`, holding a UUID.
+pub(crate) fn id_dos_cabecalhos(cabecalhos: &async_nats::HeaderMap) -> Option<Uuid> {
+    cabecalhos
+        .get("Nats-Msg-Id")
+        .or_else(|| cabecalhos.get("ce-id"))
+        .and_then(|id| Uuid::parse_str(id.as_str()).ok())
 }
 
 /// Awaits `aplicacao`, telling JetStream every `passo` that the batch's messages are still being

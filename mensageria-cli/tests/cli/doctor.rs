@@ -416,4 +416,31 @@ async fn plantar_e_reexecutar(db: &impl Alvo) {
         )),
         "{d:#}"
     );
+    // Giving them to one of the two is refused (the other would apply old keys again), unless
+    // said on purpose; to both, it goes through.
+    let recusa = db
+        .mensageria(&["recebidas", "adotar", "--app", "analise", "--yes"])
+        .assert()
+        .failure();
+    let texto = crate::comum::stderr(&recusa);
+    assert!(
+        texto.contains("also received by estoque") && texto.contains("--so-estes"),
+        "{texto}"
+    );
+    db.mensageria(&[
+        "recebidas",
+        "adotar",
+        "--app",
+        "analise",
+        "--app",
+        "estoque",
+        "--yes",
+    ])
+    .assert()
+    .success();
+    let d = diagnosticar(db, &["--retencao", "30d"], 1);
+    assert!(
+        problemas(&d).iter().all(|p| p.0 != "unowned-dedup-records"),
+        "{d:#}"
+    );
 }

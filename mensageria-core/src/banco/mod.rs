@@ -443,6 +443,14 @@ pub(crate) mod interno {
             consumo: &crate::operacoes::Consumo,
         ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
+        /// Whether `app` holds a dedup record written by message `id_mensagem` (an unindexed
+        /// look: for the rare cases that need it).
+        fn recebida_por_id(
+            pool: &Pool<Self>,
+            app: &str,
+            id_mensagem: Uuid,
+        ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+
         /// Deletes `app`'s rows of `mensageria_receptores`; how many.
         fn esquecer_receptor(
             pool: &Pool<Self>,

@@ -204,10 +204,13 @@ async fn migrar_com_trava(conexao: &mut sqlx::PgConnection) -> Result<(), crate:
         Ok::<_, crate::erro::Erro>(())
     }
     .await;
-    sqlx::query("SELECT pg_advisory_unlock(1836020325, hashtext(current_schema()))")
+    let liberado = sqlx::query("SELECT pg_advisory_unlock(1836020325, hashtext(current_schema()))")
         .execute(&mut *conexao)
-        .await?;
-    migrado
+        .await;
+    // The migration's own error first; a failed unlock ends with the connection anyway.
+    migrado?;
+    liberado?;
+    Ok(())
 }
 
 /// Version 9 (`CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS`) is a no-op when the index is
@@ -840,6 +843,20 @@ impl BancoInterno for Postgres {
         .execute(pool)
         .await?;
         Ok(())
+    }
+
+    async fn recebida_por_id(
+        pool: &PgPool,
+        app: &str,
+        id_mensagem: uuid::Uuid,
+    ) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM mensageria_recebidas WHERE app = $1 AND id_mensagem = $2)",
+        )
+        .bind(app)
+        .bind(id_mensagem)
+        .fetch_one(pool)
+        .await
     }
 
     async fn esquecer_receptor(pool: &PgPool, app: &str) -> Result<u64, sqlx::Error> {

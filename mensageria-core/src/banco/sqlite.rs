@@ -625,7 +625,9 @@ impl BancoInterno for Sqlite {
         tipo: Option<&str>,
         lote: i64,
     ) -> Result<u64, sqlx::Error> {
-        let mut tx = pool.begin().await?;
+        // The write lock first (a read that upgrades to a write would meet a receptor's commit
+        // with SQLITE_BUSY, past the busy timeout).
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
         let rowids: Vec<i64> = sqlx::query_scalar(
             "SELECT rowid FROM mensageria_recebidas \
              WHERE app = '' AND ($1 IS NULL OR tipo = $1) LIMIT $2",
@@ -719,6 +721,20 @@ impl BancoInterno for Sqlite {
             .execute(pool)
             .await?;
         Ok(())
+    }
+
+    async fn recebida_por_id(
+        pool: &SqlitePool,
+        app: &str,
+        id_mensagem: uuid::Uuid,
+    ) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM mensageria_recebidas WHERE app = $1 AND id_mensagem = $2)",
+        )
+        .bind(app)
+        .bind(id_mensagem.to_string())
+        .fetch_one(pool)
+        .await
     }
 
     async fn esquecer_receptor(pool: &SqlitePool, app: &str) -> Result<u64, sqlx::Error> {
