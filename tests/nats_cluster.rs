@@ -102,6 +102,13 @@ async fn primeiro_efeito_depois(pool: &PgPool, n: i64, limite: Duration) -> Inst
     }
 }
 
+/// A run in progress: see [`Cena::em_curso`].
+struct EmCurso {
+    consumidor: mensageria_nats::ConsumidorHandle,
+    relay: mensageria_core::relay::RelayHandle,
+    produtores: Produtores,
+}
+
 /// A cluster, a stream of `replicas` on it, a sending app and a receiving app (`fiscal`), both
 /// given the three servers.
 struct Cena {
@@ -179,6 +186,40 @@ impl Cena {
         )
     }
 
+    /// The consumer, the relay and producers committing every ~5 ms, once 100 events were
+    /// applied: a run in progress, for a fault.
+    async fn em_curso(&self) -> EmCurso {
+        let consumidor = self.consumir().await;
+        let relay = self.relay();
+        let produtores = Produtores::iniciar(self.envio.clone());
+        esperar_valor(
+            "events applied before the fault",
+            Duration::from_secs(30),
+            Duration::from_millis(20),
+            || contar(&self.recepcao, "efeito"),
+            |&n| n >= 100,
+        )
+        .await;
+        EmCurso {
+            consumidor,
+            relay,
+            produtores,
+        }
+    }
+
+    /// Stops the producers, drains, stops the relay and the consumer: how many were committed,
+    /// and the ledger's account.
+    async fn terminar(&self, em_curso: EmCurso) -> (i64, bancada::Contas) {
+        let commitadas = em_curso.produtores.parar().await;
+        let razao = self.drenar().await;
+        em_curso.relay.shutdown(Duration::from_secs(5)).await;
+        assert!(em_curso.consumidor.shutdown(Duration::from_secs(5)).await);
+        (
+            commitadas,
+            bancada::contar(&razao, "fiscal", &self.recepcao).await,
+        )
+    }
+
     /// Waits for the saída to drain and every committed event to be applied; the ledger.
     async fn drenar(&self) -> Razao {
         esperar_saida_vazia(&self.envio, 60).await;
@@ -200,19 +241,9 @@ async fn lider_do_fluxo_morto_e_reiniciado() {
     // R3 stream; producers commit every ~5 ms; the stream's leader is SIGKILLed and started
     // again 3 s later. The relay and the consumer are given the three servers.
     let mut cena = Cena::nova(3).await;
-    let consumidor = cena.consumir().await;
-    let relay = cena.relay();
-    let produtores = Produtores::iniciar(cena.envio.clone());
-    esperar_valor(
-        "events applied before the fault",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || contar(&cena.recepcao, "efeito"),
-        |&n| n >= 100,
-    )
-    .await;
+    let em_curso = cena.em_curso().await;
     let i = cena.lider().await;
-    let antes = produtores.ultimo();
+    let antes = em_curso.produtores.ultimo();
     cena.cluster.matar(i);
     let morte = Instant::now();
     let eleicao = async {
@@ -227,11 +258,7 @@ async fn lider_do_fluxo_morto_e_reiniciado() {
     tokio::time::sleep(Duration::from_secs(3).saturating_sub(morte.elapsed())).await;
     cena.cluster.subir(i).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let commitadas = produtores.parar().await;
-    let razao = cena.drenar().await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let (commitadas, contas) = cena.terminar(em_curso).await;
     println!(
         "R3 stream leader n{i} SIGKILLed ({commitadas} committed): new leader {novo_lider} \
          answering {:?} after the kill; the first event enqueued after the kill applied {:?} \
@@ -250,28 +277,14 @@ async fn seguidor_volta_sem_armazenamento() {
     // R3 stream; producers commit every ~5 ms; a node that is not the stream's leader is
     // SIGKILLed, its store deleted, and started again 2 s later: it catches up from the others.
     let mut cena = Cena::nova(3).await;
-    let consumidor = cena.consumir().await;
-    let relay = cena.relay();
-    let produtores = Produtores::iniciar(cena.envio.clone());
-    esperar_valor(
-        "events applied before the fault",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || contar(&cena.recepcao, "efeito"),
-        |&n| n >= 100,
-    )
-    .await;
+    let em_curso = cena.em_curso().await;
     let seguidor = (cena.lider().await + 1) % 3;
     cena.cluster.matar(seguidor);
     cena.cluster.apagar_armazenamento(seguidor);
     tokio::time::sleep(Duration::from_secs(2)).await;
     cena.cluster.subir(seguidor).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let commitadas = produtores.parar().await;
-    let razao = cena.drenar().await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let (commitadas, contas) = cena.terminar(em_curso).await;
     println!(
         "R3 follower n{seguidor} SIGKILLed, store deleted, back 2 s later ({commitadas} committed): {contas}"
     );
@@ -284,18 +297,8 @@ async fn cluster_inteiro_reiniciado() {
     // R3 stream; producers commit every ~5 ms; all three nodes are SIGKILLed and started again
     // 2 s later (a power cut of the whole cluster: each store is on disk).
     let mut cena = Cena::nova(3).await;
-    let consumidor = cena.consumir().await;
-    let relay = cena.relay();
-    let produtores = Produtores::iniciar(cena.envio.clone());
-    esperar_valor(
-        "events applied before the fault",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || contar(&cena.recepcao, "efeito"),
-        |&n| n >= 100,
-    )
-    .await;
-    let antes = produtores.ultimo();
+    let em_curso = cena.em_curso().await;
+    let antes = em_curso.produtores.ultimo();
     for i in 0..3 {
         cena.cluster.matar(i);
     }
@@ -306,11 +309,7 @@ async fn cluster_inteiro_reiniciado() {
     }
     let retomada = primeiro_efeito_depois(&cena.recepcao, antes, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let commitadas = produtores.parar().await;
-    let razao = cena.drenar().await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let (commitadas, contas) = cena.terminar(em_curso).await;
     println!(
         "whole R3 cluster SIGKILLed, back 2 s later ({commitadas} committed): delivery resumed {:?} \
          after the kill; {contas}",
