@@ -115,6 +115,12 @@ pub fn descrever() {
         Unit::Seconds,
         "Age of the tipo's oldest row in the saída, measured with the relay's heartbeat (label tipo)"
     );
+    descrever_consumidores();
+}
+
+/// The JetStream consumers' and publishers' metrics (part of [`descrever`]).
+fn descrever_consumidores() {
+    use metrics::{Unit, describe_counter, describe_gauge};
     describe_gauge!(
         "mensageria_consumer_pending",
         Unit::Count,

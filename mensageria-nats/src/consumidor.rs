@@ -120,6 +120,40 @@ impl Config {
         self
     }
 
+    /// This configuration with `idade_maxima` held under the stream's `max_age`: given up at its
+    /// idade_maxima, a failing message would race the stream's own deletion, so it is kept in
+    /// the dead letters at three quarters of max_age instead (said at start).
+    fn sob_max_age(&self, max_age: Duration) -> Self {
+        let mut config = self.clone();
+        if !max_age.is_zero() && config.idade_maxima >= max_age {
+            config.idade_maxima = max_age.mul_f64(0.75);
+            tracing::warn!(
+                app = %self.app,
+                idade_maxima_s = self.idade_maxima.as_secs(),
+                max_age_s = max_age.as_secs(),
+                "mensageria nats: the consumer's idade_maxima is not shorter than the stream's \
+                 max_age; a failing message is given up at three quarters of max_age instead"
+            );
+        }
+        config
+    }
+
+    /// The durable of one lane, as this consumer creates it.
+    fn do_duravel(&self, faixa: &Faixa) -> pull::Config {
+        pull::Config {
+            durable_name: Some(faixa.duravel.clone()),
+            filter_subject: faixa.assunto.clone(),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: self.ack_wait,
+            // The server never gives up on a message (its max_deliver would drop it silently):
+            // this consumer does, after `max_entregas`, into the dead letters.
+            max_deliver: -1,
+            max_ack_pending: i64::try_from(faixa.em_voo).unwrap_or(i64::MAX),
+            deliver_policy: self.politica_de_entrega(),
+            ..Default::default()
+        }
+    }
+
     fn politica_de_entrega(&self) -> async_nats::jetstream::consumer::DeliverPolicy {
         use async_nats::jetstream::consumer::DeliverPolicy;
         match self.inicio {
@@ -272,19 +306,7 @@ impl<DB: Banco> Consumidor<DB> {
             .await
             .map_err(|e| ErroNats::jetstream("reading the stream")(Box::new(e)))?;
         let max_age = fluxo.cached_info().config.max_age;
-        let mut config_do_app = self.config.clone();
-        if !max_age.is_zero() && config_do_app.idade_maxima >= max_age {
-            // Given up at its idade_maxima, a failing message would race the stream's own
-            // deletion: kept in the dead letters at three quarters of max_age instead.
-            config_do_app.idade_maxima = max_age.mul_f64(0.75);
-            tracing::warn!(
-                app = %self.config.app,
-                idade_maxima_s = self.config.idade_maxima.as_secs(),
-                max_age_s = max_age.as_secs(),
-                "mensageria nats: the consumer's idade_maxima is not shorter than the stream's \
-                 max_age; a failing message is given up at three quarters of max_age instead"
-            );
-        }
+        let config_do_app = self.config.sob_max_age(max_age);
         let cancelar = CancellationToken::new();
         let adiadas = Arc::new(Adiadas::default());
         let primeira = fluxo.cached_info().state.first_sequence;
@@ -304,18 +326,7 @@ impl<DB: Banco> Consumidor<DB> {
             )
             .await;
             for faixa in faixas {
-                let config = pull::Config {
-                    durable_name: Some(faixa.duravel.clone()),
-                    filter_subject: faixa.assunto.clone(),
-                    ack_policy: AckPolicy::Explicit,
-                    ack_wait: self.config.ack_wait,
-                    // The server never gives up on a message (its max_deliver would drop it
-                    // silently): this consumer does, after `max_entregas`, into the dead letters.
-                    max_deliver: -1,
-                    max_ack_pending: i64::try_from(faixa.em_voo).unwrap_or(i64::MAX),
-                    deliver_policy: self.config.politica_de_entrega(),
-                    ..Default::default()
-                };
+                let config = self.config.do_duravel(&faixa);
                 let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;
                 // The in-progress signals follow the durable's own ack wait, as the server has
                 // it (a durable created by another replica or by hand may differ from ours).
