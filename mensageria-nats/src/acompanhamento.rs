@@ -43,9 +43,15 @@ impl<DB: Banco> Acompanhamento<DB> {
     pub(crate) async fn rodar(mut self, cancelar: CancellationToken) {
         let mut avisado: Option<tokio::time::Instant> = None;
         loop {
-            // What the stream deleted is recorded whatever comes (never dropped by a shutdown);
-            // the rest of a round waits on the server (several requests): cancelled at once.
-            self.guardar_expiradas().await;
+            // Asking the server is cancelled at once at shutdown; what the stream deleted, once
+            // known, is recorded whatever comes (never dropped by a shutdown).
+            let primeira = tokio::select! {
+                _ = cancelar.cancelled() => return,
+                primeira = self.primeira_sequencia() => primeira,
+            };
+            if let Some(primeira) = primeira {
+                self.guardar_expiradas(primeira).await;
+            }
             let rodada = self.verificar();
             let problema = tokio::select! {
                 _ = cancelar.cancelled() => return,
@@ -120,12 +126,18 @@ impl<DB: Banco> Acompanhamento<DB> {
         problema
     }
 
-    /// The nak'd messages the stream deleted before their redelivery: kept as dead letters.
-    async fn guardar_expiradas(&mut self) {
-        let Ok(info) = self.fluxo.info().await else {
-            return; // said by `verificar`
-        };
-        let primeira = info.state.first_sequence;
+    /// The stream's first sequence, if it answers (a failure is said by `verificar`).
+    async fn primeira_sequencia(&mut self) -> Option<u64> {
+        self.fluxo
+            .info()
+            .await
+            .ok()
+            .map(|info| info.state.first_sequence)
+    }
+
+    /// The nak'd messages the stream deleted before their redelivery (below its first sequence,
+    /// `primeira`): kept as dead letters.
+    async fn guardar_expiradas(&self, primeira: u64) {
         for morta in self.adiadas.expiradas(primeira) {
             // A sibling replica may have got the redelivery and applied it.
             let aplicada = operacoes::recebida_por_id(&self.pool, &morta.app, morta.id_mensagem)
