@@ -133,17 +133,7 @@ impl Cena {
             .await
             .unwrap();
         assert_eq!(fluxo.replicas(), replicas);
-        let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
-        mensageria_core::migrar(&emissor.pool).await.unwrap();
-        sqlx::query(bancada::RAZAO)
-            .execute(&emissor.pool)
-            .await
-            .unwrap();
-        mensageria_core::migrar(&receptor.pool).await.unwrap();
-        sqlx::query(bancada::EFEITO)
-            .execute(&receptor.pool)
-            .await
-            .unwrap();
+        let (emissor, receptor) = bancada::emissor_e_receptor().await;
         let envio = emissor.outro_pool(3).await;
         let recepcao = receptor.outro_pool(3).await;
         Self {
@@ -452,17 +442,7 @@ async fn so_quem_registrou_o_tipo_publica() {
         .garantir(&admin)
         .await
         .unwrap();
-    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
-    mensageria_core::migrar(&emissor.pool).await.unwrap();
-    sqlx::query(bancada::RAZAO)
-        .execute(&emissor.pool)
-        .await
-        .unwrap();
-    mensageria_core::migrar(&receptor.pool).await.unwrap();
-    sqlx::query(bancada::EFEITO)
-        .execute(&receptor.pool)
-        .await
-        .unwrap();
+    let (emissor, receptor) = bancada::emissor_e_receptor().await;
 
     let js_pedidos =
         mensageria_nats::conectar(&cluster.urls_de("pedidos:pedidos-senha-0123"), "pedidos")

@@ -750,6 +750,21 @@ impl Cena {
         razao
     }
 
+    /// Stops the relay, then the consumers (each must stop cleanly); the ledger's account of
+    /// `fiscal`.
+    async fn encerrar(
+        &self,
+        relay: mensageria_core::relay::RelayHandle,
+        consumidores: impl IntoIterator<Item = ConsumidorHandle>,
+        razao: &Razao,
+    ) -> bancada::Contas {
+        relay.shutdown(Duration::from_secs(5)).await;
+        for consumidor in consumidores {
+            assert!(consumidor.shutdown(Duration::from_secs(5)).await);
+        }
+        bancada::contar(razao, "fiscal", &self.recepcao).await
+    }
+
     /// `fiscal`'s receiving-side dead letters.
     async fn mortas(&self) -> Vec<mensageria_core::operacoes::MortaRecebida> {
         mensageria_core::operacoes::mortas_recebidas(&self.recepcao, Some("fiscal"), 100)
@@ -791,9 +806,7 @@ async fn falha_sem_fim_termina_morta_no_limite() {
     cena.produzir(0..200, |n| if n % 10 == 3 { "sempre" } else { "normal" })
         .await;
     let razao = cena.esperar_o_fim().await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let contas = cena.encerrar(relay, [consumidor], &razao).await;
     let mortas = cena.mortas().await;
     let entregas: Vec<i64> = mortas.iter().map(|m| m.entregas).collect();
     println!(
@@ -842,9 +855,7 @@ async fn duravel_apagado_com_produtores_nada_perdido() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let commitadas = produtores.parar().await;
     let razao = cena.esperar_o_fim().await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let contas = cena.encerrar(relay, [consumidor], &razao).await;
     println!(
         "durable deleted mid-run ({commitadas} committed): recreated {recriado:?} after; {contas}"
     );
@@ -928,9 +939,7 @@ async fn expirada_esperando_reentrega_vira_morta() {
     cena.produzir(0..20, |n| if n % 5 == 0 { "sempre" } else { "normal" })
         .await;
     let razao = cena.esperar_o_fim().await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let contas = cena.encerrar(relay, [consumidor], &razao).await;
     let mortas = cena.mortas().await;
     println!("expired while waiting for a redelivery (max_age 2 s): {contas}");
     contas.afirmar();
@@ -964,9 +973,7 @@ async fn ack_perdido_depois_do_commit_e_absorvido() {
         |&(entregas, confirmadas)| entregas >= 100 && confirmadas == entregas,
     )
     .await;
-    relay.shutdown(Duration::from_secs(5)).await;
-    assert!(consumidor.shutdown(Duration::from_secs(5)).await);
-    let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
+    let contas = cena.encerrar(relay, [consumidor], &razao).await;
     println!(
         "first ack of each lost after the commit: {entregas} deliveries for 50 events; {contas}"
     );

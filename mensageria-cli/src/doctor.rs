@@ -710,11 +710,7 @@ async fn verificar_recebidas_sem_dono(
         operacoes::receptores(pool).await?,
     ));
     for sem_dono in registros.iter().filter(|r| r.app.is_empty()) {
-        let apps: BTreeSet<&str> = receptores
-            .iter()
-            .filter(|r| r.tipo == sem_dono.tipo)
-            .map(|r| r.app.as_str())
-            .collect();
+        let apps = crate::recebidas::apps_que_recebem(&receptores, &sem_dono.tipo);
         let nomes: Vec<String> = apps.iter().map(|app| (*app).to_owned()).collect();
         let adotar: String = nomes.iter().map(|app| format!(" --app {app}")).collect();
         if apps.len() >= 2 {

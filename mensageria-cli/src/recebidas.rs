@@ -149,6 +149,18 @@ impl Relatorio for Esquecido {
     }
 }
 
+/// The receiving apps registered for `tipo` (any transport), each once, by name.
+pub(crate) fn apps_que_recebem<'a>(
+    receptores: &'a [ReceptorDoApp],
+    tipo: &str,
+) -> std::collections::BTreeSet<&'a str> {
+    receptores
+        .iter()
+        .filter(|r| r.tipo == tipo)
+        .map(|r| r.app.as_str())
+        .collect()
+}
+
 /// Refuses to give unowned records away when a registered receiving app of their tipo is not
 /// among `apps`: it would lose them, and apply those old keys again on a redelivery or a replay.
 async fn exigir_todos_os_receptores(
@@ -164,12 +176,11 @@ async fn exigir_todos_os_receptores(
         .iter()
         .filter(|r| r.app.is_empty() && tipo.is_none_or(|tipo| tipo == r.tipo))
     {
-        let mut faltam: Vec<String> = receptores
-            .iter()
-            .filter(|r| r.tipo == sem_dono.tipo && !apps.contains(&r.app))
-            .map(|r| r.app.clone())
+        let faltam: Vec<String> = apps_que_recebem(&receptores, &sem_dono.tipo)
+            .into_iter()
+            .filter(|app| !apps.iter().any(|nomeado| nomeado == app))
+            .map(str::to_owned)
             .collect();
-        faltam.dedup();
         if !faltam.is_empty() {
             return Err(ErroCli::AdocaoIncompleta {
                 tipo: sem_dono.tipo.clone(),

@@ -412,6 +412,25 @@ pub async fn lider_do_fluxo(js: &jetstream::Context, fluxo: &str, limite: Durati
     }
 }
 
+/// The ledger's two schemas: the sending app's (migrated, with [`RAZAO`]) and one receiving
+/// app's (migrated, with [`EFEITO`]).
+pub async fn emissor_e_receptor() -> (crate::PgIsolado, crate::PgIsolado) {
+    let (emissor, receptor) = (
+        crate::PgIsolado::novo().await,
+        crate::PgIsolado::novo().await,
+    );
+    for (pg, tabela) in [(&emissor, RAZAO), (&receptor, EFEITO)] {
+        mensageria_core::migrar(&pg.pool)
+            .await
+            .expect("migrate the test schema");
+        sqlx::query(tabela)
+            .execute(&pg.pool)
+            .await
+            .expect("create the ledger's table");
+    }
+    (emissor, receptor)
+}
+
 /// The sender's transaction: the ledger row of event `n` and its enqueue, committed together.
 /// Returns the message id.
 pub async fn produzir<T: mensageria_core::Enviador<Por>, Por>(

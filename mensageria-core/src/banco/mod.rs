@@ -48,6 +48,13 @@ const SQL_MORTAS_POR_TIPO: &str = "SELECT tipo, CAST(count(*) AS BIGINT) FROM me
 const SQL_MORTAS_RECEBIDAS_POR_TIPO: &str = "SELECT app, tipo, CAST(count(*) AS BIGINT) \
      FROM mensageria_mortas_recebidas GROUP BY app, tipo ORDER BY app, tipo";
 
+/// Whether app `$1` holds a dedup record written by message `$2` (same text on both backends).
+const SQL_RECEBIDA_POR_ID: &str = "SELECT EXISTS (SELECT 1 FROM mensageria_recebidas \
+     WHERE app = $1 AND id_mensagem = $2)";
+
+/// Forgets app `$1`'s receiving registrations (same text on both backends).
+const SQL_ESQUECER_RECEPTOR: &str = "DELETE FROM mensageria_receptores WHERE app = $1";
+
 /// How many rows ordering key `$1` has, saída and dead letters (same text on both backends).
 const SQL_TOTAL_DA_CHAVE: &str = "SELECT CAST( \
          (SELECT count(*) FROM mensageria_saida WHERE chave_ordem = $1) \

@@ -728,17 +728,15 @@ impl BancoInterno for Sqlite {
         app: &str,
         id_mensagem: uuid::Uuid,
     ) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM mensageria_recebidas WHERE app = $1 AND id_mensagem = $2)",
-        )
-        .bind(app)
-        .bind(id_mensagem.to_string())
-        .fetch_one(pool)
-        .await
+        sqlx::query_scalar(super::SQL_RECEBIDA_POR_ID)
+            .bind(app)
+            .bind(id_mensagem.to_string())
+            .fetch_one(pool)
+            .await
     }
 
     async fn esquecer_receptor(pool: &SqlitePool, app: &str) -> Result<u64, sqlx::Error> {
-        let feito = sqlx::query("DELETE FROM mensageria_receptores WHERE app = $1")
+        let feito = sqlx::query(super::SQL_ESQUECER_RECEPTOR)
             .bind(app)
             .execute(pool)
             .await?;
