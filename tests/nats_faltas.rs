@@ -978,10 +978,11 @@ async fn ack_perdido_depois_do_commit_e_absorvido() {
         "first ack of each lost after the commit: {entregas} deliveries for 50 events; {contas}"
     );
     contas.afirmar();
-    assert_eq!(
-        (entregas, confirmadas),
-        (100, 100),
-        "each message delivered exactly twice"
+    // Each message came back at least once (its first ack was lost); under load a second
+    // redelivery can follow a slow ack within the 1 s ack wait, and is absorbed the same way.
+    assert!(
+        entregas >= 100 && confirmadas == entregas,
+        "each message delivered again: {entregas} deliveries, {confirmadas} acked"
     );
     cena.fechar().await;
 }
