@@ -691,6 +691,7 @@ impl Cena {
         let sufixo = uuid::Uuid::now_v7().simple().to_string();
         let fluxo = Fluxo::new(format!("E{sufixo}"), format!("e{sufixo}"))
             .unwrap()
+            .com_replicas(1)
             .com_janela_de_duplicatas(Duration::from_millis(500))
             .com_idade_maxima(max_age)
             .garantir(&js)

@@ -183,6 +183,7 @@ impl Bancada {
         let sufixo = uuid::Uuid::now_v7().simple();
         let fluxo = Fluxo::new(format!("BENCH{sufixo}"), format!("bench{sufixo}"))
             .expect("stream name")
+            .com_replicas(1)
             .garantir(&self.js)
             .await
             .expect("create the run's stream");

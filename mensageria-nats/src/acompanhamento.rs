@@ -22,7 +22,8 @@ const REPETIR_AVISO: Duration = Duration::from_secs(30);
 
 /// One lane's durable, as the consumer created it.
 pub(crate) struct Vigiada {
-    pub(crate) tipo: &'static str,
+    /// The tipo of an unordered lane; `None` for an ordered lane (shared by the app's tipos).
+    pub(crate) tipo: Option<&'static str>,
     pub(crate) duravel: String,
     pub(crate) assunto: String,
     pub(crate) config: pull::Config,
@@ -79,6 +80,7 @@ impl<DB: Banco> Acompanhamento<DB> {
     async fn verificar(&self) -> Option<String> {
         let mut problema = None;
         let mut por_tipo: Vec<(&'static str, Consumo)> = Vec::new();
+        let mut ordenadas: Option<Consumo> = None;
         for vigiada in &self.vigiadas {
             let consumo = match self.fluxo.consumer_info(&vigiada.duravel).await {
                 Ok(info) => {
@@ -115,9 +117,22 @@ impl<DB: Banco> Acompanhamento<DB> {
                     continue;
                 }
             };
-            match por_tipo.iter_mut().find(|(tipo, _)| *tipo == vigiada.tipo) {
-                Some((_, soma)) => somar(soma, &consumo),
-                None => por_tipo.push((vigiada.tipo, consumo)),
+            let soma = match vigiada.tipo {
+                None => ordenadas.get_or_insert_with(|| vazio(self.max_age)),
+                Some(tipo) => match por_tipo.iter().position(|(t, _)| *t == tipo) {
+                    Some(posicao) => &mut por_tipo[posicao].1,
+                    None => {
+                        por_tipo.push((tipo, vazio(self.max_age)));
+                        &mut por_tipo.last_mut().expect("just pushed").1
+                    }
+                },
+            };
+            somar(soma, &consumo);
+        }
+        // The ordered lanes carry every tipo of the app: their backlog shows on each.
+        if let Some(ordenadas) = &ordenadas {
+            for (_, consumo) in &mut por_tipo {
+                somar(consumo, ordenadas);
             }
         }
         for (tipo, consumo) in &por_tipo {
@@ -178,12 +193,12 @@ impl<DB: Banco> Acompanhamento<DB> {
                 metrics::counter!(
                     "mensageria_consumer_recreated_total",
                     "app" => self.app.clone(),
-                    "tipo" => vigiada.tipo
+                    "tipo" => vigiada.tipo.unwrap_or("_ordem")
                 )
                 .increment(1);
                 tracing::error!(
                     app = %self.app,
-                    tipo = vigiada.tipo,
+                    tipo = vigiada.tipo.unwrap_or("_ordem"),
                     duravel = %vigiada.duravel,
                     "mensageria nats: the durable consumer was deleted while this app consumed; \
                      recreated it (it starts again from the stream's first message: the \
@@ -192,7 +207,7 @@ impl<DB: Banco> Acompanhamento<DB> {
             }
             Err(erro) => tracing::error!(
                 app = %self.app,
-                tipo = vigiada.tipo,
+                tipo = vigiada.tipo.unwrap_or("_ordem"),
                 duravel = %vigiada.duravel,
                 error = %erro,
                 "mensageria nats: the durable consumer was deleted and could not be recreated; \
@@ -218,6 +233,10 @@ impl<DB: Banco> Acompanhamento<DB> {
             tracing::debug!(app = %self.app, tipo, error = %erro, "mensageria nats: could not record the consumer's registration");
         }
     }
+}
+
+fn vazio(max_age: Duration) -> Consumo {
+    Consumo::new(0, 0, 0, 0, ms(max_age))
 }
 
 fn somar(soma: &mut Consumo, outro: &Consumo) {

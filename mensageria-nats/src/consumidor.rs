@@ -4,10 +4,13 @@
 //! Every receiving app has its own durable consumers (`{app}__{tipo}`, encoded), so each app
 //! gets every event (fan-out), and the replicas of one app share the work (they pull from the
 //! same durables); its dedup records are keyed by its app name. Messages with an ordering key
-//! travel in their key's ordered lane (`{prefixo}.{tipo}.o{n}`), whose durable
-//! (`{app}__{tipo}__o{n}`) lets one message at a time out, in stream order: the next step of a
-//! key is delivered only once the previous one is settled, whichever replica holds it, and a
-//! redelivery keeps its place. A fetched batch is applied like the HTTP batch route — rounds of
+//! travel in their key's ordered lane (`{prefixo}._ordem.{n}.{tipo}`: one set of lanes per
+//! stream, shared by every tipo, so one key's steps of several tipos share a lane), whose durable
+//! (`{app}___ordem{n}_{tipos}`, `{tipos}` a hash of the tipos this binary receives) lets one
+//! message at a time out, in stream order: the next step of a key is delivered only once the
+//! previous one is settled, whichever replica holds it, and a redelivery keeps its place. A lane
+//! message of a tipo the binary does not receive is acknowledged and skipped: binaries of one app
+//! that receive different tipos have lane durables of their own, so each still gets its tipos. A fetched batch is applied like the HTTP batch route — rounds of
 //! distinct keys, one transaction each, an outcome per event — and each message is then settled
 //! by its outcome, after the commit:
 //!
@@ -300,12 +303,11 @@ impl<DB: Banco> Consumidor<DB> {
     /// missing or the server stays unreachable.
     pub async fn spawn(self) -> Result<ConsumidorHandle, ErroNats> {
         mensageria_core::configuracao::exigir_nome_de_app(&self.config.app)?;
-        let fluxo = self
-            .js
-            .get_stream(self.fluxo.nome())
-            .await
-            .map_err(|e| ErroNats::jetstream("reading the stream")(Box::new(e)))?;
+        let fluxo = self.fluxo.existente(&self.js).await?;
         let max_age = fluxo.cached_info().config.max_age;
+        // The lanes and whatever else every app agrees on, from the broker: refused when the
+        // stream contradicts this app's declaration.
+        let topologia = self.fluxo.verificar(&self.js, fluxo.cached_info()).await?;
         let config_do_app = self.config.sob_max_age(max_age);
         let cancelar = CancellationToken::new();
         let adiadas = Arc::new(Adiadas::default());
@@ -313,8 +315,12 @@ impl<DB: Banco> Consumidor<DB> {
         let mut tarefas = JoinSet::new();
         let mut tipos = Vec::new();
         let mut vigiadas = Vec::new();
-        for registrado in self.receptores() {
-            let faixas = self.faixas(registrado.tipo);
+        let receptores = self.receptores();
+        let faixas_ordenadas = self.faixas_ordenadas(&topologia, &receptores);
+        let por_tipo: Arc<Vec<&'static ReceptorRegistrado>> = Arc::new(receptores.clone());
+        for registrado in receptores {
+            let mut faixas = vec![self.faixa(registrado.tipo)];
+            faixas.extend(faixas_ordenadas.iter().cloned());
             crate::acompanhamento::conferir_ausencia(
                 &self.pool,
                 &fluxo,
@@ -325,7 +331,8 @@ impl<DB: Banco> Consumidor<DB> {
                 max_age,
             )
             .await;
-            for faixa in faixas {
+            // The unordered lane of the tipo; the ordered lanes are started once, below.
+            for faixa in faixas.into_iter().take(1) {
                 let config = self.config.do_duravel(&faixa);
                 let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;
                 // The in-progress signals follow the durable's own ack wait, as the server has
@@ -334,7 +341,7 @@ impl<DB: Banco> Consumidor<DB> {
                 let laco = Laco {
                     pool: self.pool.clone(),
                     consumidor,
-                    registrado,
+                    receptores: Receptores::Um(registrado),
                     origem: format!("nats:{}:{}", self.fluxo.nome(), faixa.assunto),
                     lote: faixa.lote,
                     espera: faixa.espera,
@@ -344,13 +351,39 @@ impl<DB: Banco> Consumidor<DB> {
                 };
                 tarefas.spawn(laco.rodar(cancelar.clone()));
                 vigiadas.push(crate::acompanhamento::Vigiada {
-                    tipo: registrado.tipo,
+                    tipo: Some(registrado.tipo),
                     duravel: faixa.duravel,
                     assunto: faixa.assunto,
                     config,
                 });
             }
             tipos.push(registrado.tipo);
+        }
+        for faixa in faixas_ordenadas {
+            let config = self.config.do_duravel(&faixa);
+            let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;
+            let ack_wait = consumidor.cached_info().config.ack_wait;
+            let laco = Laco {
+                pool: self.pool.clone(),
+                consumidor,
+                receptores: Receptores::DaFaixa {
+                    por_tipo: Arc::clone(&por_tipo),
+                    fluxo: topologia.clone(),
+                },
+                origem: format!("nats:{}:{}", self.fluxo.nome(), faixa.assunto),
+                lote: faixa.lote,
+                espera: faixa.espera,
+                ack_wait,
+                config: config_do_app.clone(),
+                adiadas: Arc::clone(&adiadas),
+            };
+            tarefas.spawn(laco.rodar(cancelar.clone()));
+            vigiadas.push(crate::acompanhamento::Vigiada {
+                tipo: None,
+                duravel: faixa.duravel,
+                assunto: faixa.assunto,
+                config,
+            });
         }
         tarefas.spawn(
             crate::acompanhamento::Acompanhamento {
@@ -378,30 +411,40 @@ impl<DB: Banco> Consumidor<DB> {
         })
     }
 
-    /// The durable consumers of `tipo` for this app: the unordered lane, batches of up to the
-    /// configured size, and each ordered lane, one message at a time in stream order (the next
-    /// one of a lane is delivered only once the previous one is settled, so a key's steps apply
-    /// in order across replicas and redeliveries).
-    fn faixas(&self, tipo: &str) -> Vec<Faixa> {
+    /// The unordered durable of `tipo` for this app: batches of up to the configured size.
+    fn faixa(&self, tipo: &str) -> Faixa {
         let lote = self.config.lote;
-        let mut faixas = vec![Faixa {
+        Faixa {
             duravel: nome::duravel(&self.config.app, tipo),
             assunto: self.fluxo.assunto(tipo),
             lote,
             em_voo: lote.saturating_mul(8),
             espera: self.config.espera,
-        }];
-        for n in 0..self.fluxo.faixas_ordenadas() {
-            faixas.push(Faixa {
-                duravel: format!("{}__o{n}", nome::duravel(&self.config.app, tipo)),
-                assunto: self.fluxo.assunto_da_faixa(tipo, n),
+        }
+    }
+
+    /// The app's durables of the stream's ordered lanes (the record's count), one message at a
+    /// time in stream order: the next one of a lane is delivered only once the previous one is
+    /// settled, so a key's steps, of every tipo, apply in order across replicas and
+    /// redeliveries. Named after the tipos this binary receives, so a binary of the app that
+    /// receives others has lanes of its own and never loses a message this one skips.
+    fn faixas_ordenadas(
+        &self,
+        topologia: &Fluxo,
+        receptores: &[&'static ReceptorRegistrado],
+    ) -> Vec<Faixa> {
+        let mut tipos: Vec<&str> = receptores.iter().map(|r| r.tipo).collect();
+        tipos.sort_unstable();
+        (0..topologia.faixas_ordenadas())
+            .map(|n| Faixa {
+                duravel: nome::duravel_da_faixa(&self.config.app, n, &tipos),
+                assunto: format!("{}.>", topologia.prefixo_da_faixa(n)),
                 lote: 1,
                 em_voo: 1,
                 // A fetch returns as soon as a message arrives; the wait bounds a shutdown.
                 espera: self.config.espera,
-            });
-        }
-        faixas
+            })
+            .collect()
     }
 
     /// The receptores of this binary for the pool's backend (and the configured tipos).
@@ -499,7 +542,8 @@ impl ConsumidorHandle {
 /// What a fetch gives: the messages, or why there are none.
 type BuscaResultado = Result<Vec<Message>, async_nats::Error>;
 
-/// One durable consumer of a tipo: its name, subject, batch, messages in flight, fetch wait.
+/// One durable consumer: its name, subject, batch, messages in flight, fetch wait.
+#[derive(Clone)]
 pub(crate) struct Faixa {
     pub(crate) duravel: String,
     pub(crate) assunto: String,
@@ -512,7 +556,7 @@ pub(crate) struct Faixa {
 struct Laco<DB: Banco> {
     pool: Pool<DB>,
     consumidor: Consumer<pull::Config>,
-    registrado: &'static ReceptorRegistrado,
+    receptores: Receptores,
     origem: String,
     lote: usize,
     espera: Duration,
@@ -521,6 +565,40 @@ struct Laco<DB: Banco> {
     config: Config,
     /// The app's nak'd messages waiting for a redelivery (see `expiracao.rs`).
     adiadas: Arc<Adiadas>,
+}
+
+/// Which receptor a lane's messages go to.
+enum Receptores {
+    /// A tipo's unordered lane: its receptor.
+    Um(&'static ReceptorRegistrado),
+    /// An ordered lane: every tipo of the stream travels in it; the receptor of the message's
+    /// tipo, by its subject.
+    DaFaixa {
+        por_tipo: Arc<Vec<&'static ReceptorRegistrado>>,
+        fluxo: Fluxo,
+    },
+}
+
+impl Receptores {
+    /// What the lane's logs and metrics name it by.
+    fn rotulo(&self) -> &'static str {
+        match self {
+            Self::Um(registrado) => registrado.tipo,
+            Self::DaFaixa { .. } => "_ordem",
+        }
+    }
+
+    /// The receptor of `mensagem`; `None` for a lane message of a tipo this binary does not
+    /// receive.
+    fn de(&self, mensagem: &Message) -> Option<&'static ReceptorRegistrado> {
+        match self {
+            Self::Um(registrado) => Some(registrado),
+            Self::DaFaixa { por_tipo, fluxo } => {
+                let tipo = fluxo.tipo_da_faixa(mensagem.subject.as_str())?;
+                por_tipo.iter().copied().find(|r| r.tipo == tipo)
+            }
+        }
+    }
 }
 
 /// How often a lane that keeps failing to fetch says so again.
@@ -546,7 +624,7 @@ impl<DB: Banco> Laco<DB> {
                 Ok(mensagens) => {
                     if falhas_seguidas > 0 {
                         tracing::info!(
-                            tipo = self.registrado.tipo,
+                            tipo = self.receptores.rotulo(),
                             falhas_seguidas,
                             "mensageria nats: fetching again"
                         );
@@ -572,7 +650,7 @@ impl<DB: Banco> Laco<DB> {
                     if avisar {
                         ultimo_aviso = Some(tokio::time::Instant::now());
                         tracing::warn!(
-                            tipo = self.registrado.tipo,
+                            tipo = self.receptores.rotulo(),
                             duravel = %self.consumidor.cached_info().name,
                             error = %erro,
                             falhas_seguidas,
@@ -636,7 +714,21 @@ impl<DB: Banco> Laco<DB> {
     /// `true` when the database failed for every event of it (`banco_fora` such batches came
     /// right before: the redelivery waits longer each time).
     async fn aplicar(&self, mensagens: &[Message], banco_fora: i64) -> bool {
-        let tipo = self.registrado.tipo;
+        let registrado = match self.receptores.de(&mensagens[0]) {
+            Some(registrado) => registrado,
+            None => {
+                // An ordered lane (one message a batch) carries every tipo of the stream: one
+                // this binary does not receive is not its to apply (a binary of the app that
+                // receives it has lanes of its own).
+                for mensagem in mensagens {
+                    metrics::counter!("mensageria_consumer_skipped_total", "app" => self.config.app.clone())
+                        .increment(1);
+                    self.resolver(mensagem.ack().await);
+                }
+                return false;
+            }
+        };
+        let tipo = registrado.tipo;
         let mut vereditos: Vec<Option<Veredito>> = vec![None; mensagens.len()];
         let mut entradas = Vec::with_capacity(mensagens.len());
         let mut posicoes = Vec::with_capacity(mensagens.len());
@@ -655,7 +747,7 @@ impl<DB: Banco> Laco<DB> {
             }
         }
         if !entradas.is_empty() {
-            let aplicar = self.registrado.aplicar;
+            let aplicar = registrado.aplicar;
             let Some(aplicacao) = aplicar(&self.pool as &dyn Any, &self.config.app, &entradas)
             else {
                 unreachable!("the receptor's backend was checked at spawn")
@@ -688,16 +780,26 @@ impl<DB: Banco> Laco<DB> {
                 motivo: String::new(),
                 tentar_apos: None,
             });
-            self.liquidar(mensagem, veredito, banco_caiu.then_some(banco_fora + 1))
-                .await;
+            self.liquidar(
+                mensagem,
+                tipo,
+                veredito,
+                banco_caiu.then_some(banco_fora + 1),
+            )
+            .await;
         }
         banco_caiu
     }
 
     /// Tells JetStream what became of one message. `banco_fora`: the batch met a database that
     /// is down, for this many batches in a row (its redelivery waits by that count).
-    async fn liquidar(&self, mensagem: &Message, veredito: Veredito, banco_fora: Option<i64>) {
-        let tipo = self.registrado.tipo;
+    async fn liquidar(
+        &self,
+        mensagem: &Message,
+        tipo: &'static str,
+        veredito: Veredito,
+        banco_fora: Option<i64>,
+    ) {
         let resposta = match veredito {
             Veredito::Confirmar { .. }
                 if self.config.perder_primeiro_ack
@@ -707,7 +809,7 @@ impl<DB: Banco> Laco<DB> {
             }
             Veredito::Confirmar { .. } => mensagem.ack().await,
             Veredito::Rejeitar { codigo, motivo } => {
-                self.terminar_morta(mensagem, codigo, &motivo).await
+                self.terminar_morta(mensagem, tipo, codigo, &motivo).await
             }
             Veredito::Adiar {
                 codigo,
@@ -717,7 +819,10 @@ impl<DB: Banco> Laco<DB> {
                 let entregas = mensagem.info().map(|info| info.delivered).unwrap_or(1);
                 if let Some(porque) = self.desistir(mensagem, entregas) {
                     let motivo = format!("{porque}; the last attempt: {codigo}: {motivo}");
-                    return self.resolver(self.terminar_morta(mensagem, "gave_up", &motivo).await);
+                    return self.resolver(
+                        self.terminar_morta(mensagem, tipo, "gave_up", &motivo)
+                            .await,
+                    );
                 }
                 let atraso = match (banco_fora, tentar_apos) {
                     (Some(vezes), _) => self.config.atraso(vezes),
@@ -737,7 +842,7 @@ impl<DB: Banco> Laco<DB> {
                         "the stream deleted it (its max_age or limits) while it waited for a \
                          redelivery; the last attempt: {codigo}: {motivo}"
                     );
-                    let morta = self.morta(mensagem, "expired", &porque);
+                    let morta = self.morta(mensagem, tipo, "expired", &porque);
                     self.adiadas.adiar(info.stream_sequence, morta);
                 }
                 mensagem.ack_with(AckKind::Nak(Some(atraso))).await
@@ -751,7 +856,7 @@ impl<DB: Banco> Laco<DB> {
     /// outcome is found again.
     fn resolver(&self, resposta: Result<(), async_nats::Error>) {
         if let Err(erro) = resposta {
-            tracing::debug!(tipo = self.registrado.tipo, error = %erro, "mensageria nats: could not settle a message");
+            tracing::debug!(tipo = self.receptores.rotulo(), error = %erro, "mensageria nats: could not settle a message");
         }
     }
 
@@ -780,13 +885,14 @@ impl<DB: Banco> Laco<DB> {
     async fn terminar_morta(
         &self,
         mensagem: &Message,
+        tipo: &str,
         codigo: &str,
         motivo: &str,
     ) -> Result<(), async_nats::Error> {
-        match self.guardar(mensagem, codigo, motivo).await {
+        match self.guardar(mensagem, tipo, codigo, motivo).await {
             Ok(()) => mensagem.ack_with(AckKind::Term).await,
             Err(erro) => {
-                tracing::warn!(tipo = self.registrado.tipo, error = %erro, "mensageria nats: could not keep a message as a dead letter; it comes back later");
+                tracing::warn!(tipo, error = %erro, "mensageria nats: could not keep a message as a dead letter; it comes back later");
                 mensagem
                     .ack_with(AckKind::Nak(Some(self.config.atraso(1))))
                     .await
@@ -798,10 +904,11 @@ impl<DB: Banco> Laco<DB> {
     async fn guardar(
         &self,
         mensagem: &Message,
+        tipo: &str,
         codigo: &str,
         motivo: &str,
     ) -> Result<(), operacoes::ErroOperacao> {
-        let morta = self.morta(mensagem, codigo, motivo);
+        let morta = self.morta(mensagem, tipo, codigo, motivo);
         tracing::warn!(
             tipo = %morta.tipo,
             id_mensagem = %morta.id_mensagem,
@@ -813,12 +920,12 @@ impl<DB: Banco> Laco<DB> {
     }
 
     /// What the receiving side's dead letter of `mensagem` holds.
-    fn morta(&self, mensagem: &Message, codigo: &str, motivo: &str) -> MortaRecebida {
+    fn morta(&self, mensagem: &Message, tipo: &str, codigo: &str, motivo: &str) -> MortaRecebida {
         MortaRecebida {
             app: self.config.app.clone(),
             // A message without a usable id gets one of its own, so it is kept like the others.
             id_mensagem: id_da_mensagem(mensagem).unwrap_or_else(Uuid::now_v7),
-            tipo: self.registrado.tipo.to_owned(),
+            tipo: tipo.to_owned(),
             origem: self.origem.clone(),
             payload: String::from_utf8_lossy(&mensagem.payload).into_owned(),
             correlacao: cabecalho(mensagem, "x-correlation-id").map(str::to_owned),

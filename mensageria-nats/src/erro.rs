@@ -62,6 +62,45 @@ pub enum ErroNats {
         esperado: String,
     },
 
+    /// The stream does not exist.
+    #[error(
+        "stream `{fluxo}` does not exist: the app that owns it creates it at start \
+         (mensageria_nats::Fluxo::garantir), or an operator does (then every app checks it); start \
+         that app first"
+    )]
+    FluxoAusente {
+        /// The stream.
+        fluxo: String,
+    },
+
+    /// The stream, or its topology record, contradicts what this app requires: the app refuses to
+    /// start rather than publish or consume on a topology it would misread.
+    #[error(
+        "stream `{fluxo}` does not match what this app requires: {problema}. An app never \
+         changes an existing stream or its record (bucket `mensageria_topologia`): fix the \
+         stream, or change the app's declaration (mensageria_nats::Fluxo)"
+    )]
+    Topologia {
+        /// The stream.
+        fluxo: String,
+        /// What differs, and how to fix it.
+        problema: String,
+    },
+
+    /// A replicated stream was asked of a server that is not part of a JetStream cluster.
+    #[error(
+        "stream `{fluxo}` asks for {replicas} replicas, but the server is not part of a \
+         JetStream cluster: on a laptop or a single-server test declare one replica explicitly \
+         (`Fluxo::new(..)?.com_replicas(1)`: it does not survive the loss of that server's \
+         disk); in production run three servers with cluster routes"
+    )]
+    ReplicasSemCluster {
+        /// The stream.
+        fluxo: String,
+        /// The replicas asked for.
+        replicas: usize,
+    },
+
     /// A JetStream API request failed (server down, JetStream disabled, permissions).
     #[error(
         "JetStream {operacao} failed: {fonte}; check that the servers are up with JetStream \

@@ -1,12 +1,16 @@
-//! The stream every app's relay publishes to and every receiving app consumes from: its name,
-//! the prefix of its subjects (`{prefixo}.{tipo}`) and its duplicate window.
+//! The stream every app's relay publishes to and every receiving app consumes from, as declared
+//! by the app: its name, the prefix of its subjects (`{prefixo}.{tipo}`), its replicas, storage,
+//! retention, age, duplicate window and ordered lanes, checked against what exists in the broker
+//! (the stream and its topology record, `topologia.rs`).
 
 use std::time::Duration;
 
+use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::{self, stream};
 
 use crate::ErroNats;
 use crate::nome;
+use crate::topologia::{self, Topologia};
 
 /// A JetStream stream as mensageria uses it: one subject per tipo, `{prefixo}.{tipo}`, and a
 /// duplicate window in which a message published twice with the same `Nats-Msg-Id` (its message
@@ -30,12 +34,48 @@ pub struct Fluxo {
     janela: Duration,
     idade_maxima: Duration,
     faixas: u32,
+    /// The app asked for a lane count (a record that says otherwise is refused).
+    faixas_declaradas: bool,
     replicas: usize,
+    retencao: Retencao,
+    armazenamento: Armazenamento,
+    limite_de_bytes: Option<i64>,
+    /// Read from the broker (the stream and its topology record): what every app agrees on.
+    verificado: bool,
+}
+
+/// How long the stream keeps a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Retencao {
+    /// Until its age passes `max_age` (or a byte limit is reached, when set: then publishing
+    /// is refused and the message waits in the saída). Every receiving app, including one whose
+    /// durable is created later, reads every message still kept. The default.
+    #[default]
+    Limites,
+    /// Until every durable consumer that exists when it is stored has acknowledged it (and at
+    /// most `max_age`). Saves space, but a message stored while no receiving app has a durable
+    /// is deleted at once: start the receiving apps before the senders.
+    Interesse,
+}
+
+/// Where the stream keeps messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Armazenamento {
+    /// On disk (the default): kept across a server's restart.
+    #[default]
+    Arquivo,
+    /// In memory: lost when the servers holding it restart. Tests only.
+    Memoria,
 }
 
 impl Fluxo {
-    /// The stream `nome` whose subjects are `{prefixo}.>`; a duplicate window of 2 minutes
-    /// (JetStream's default) and messages kept 7 days.
+    /// The stream `nome` whose subjects are `{prefixo}.>`, as production wants it: **three
+    /// replicas** on a JetStream cluster (a PubAck means a majority stored the message), file
+    /// storage, limits retention, messages kept 7 days, a duplicate window of 2 minutes
+    /// (JetStream's default) and 4 ordered lanes. A laptop or a single server asks for one replica
+    /// explicitly ([`com_replicas(1)`](Self::com_replicas)).
     pub fn new(nome: impl Into<String>, prefixo: impl Into<String>) -> Result<Self, ErroNats> {
         let (nome, prefixo) = (nome.into(), prefixo.into());
         nome::validar_fluxo(&nome)?;
@@ -46,16 +86,22 @@ impl Fluxo {
             janela: Duration::from_secs(120),
             idade_maxima: Duration::from_secs(7 * 24 * 3600),
             faixas: 4,
-            replicas: 1,
+            faixas_declaradas: false,
+            replicas: 3,
+            retencao: Retencao::Limites,
+            armazenamento: Armazenamento::Arquivo,
+            limite_de_bytes: None,
+            verificado: false,
         })
     }
 
-    /// How many servers of a JetStream cluster keep a copy of every message (1 by default; 1 to
+    /// How many servers of a JetStream cluster keep a copy of every message (3 by default; 1 to
     /// 5). With 3, the stream survives the loss of any one server, its disk included: a PubAck
-    /// then means a majority stored the message. With 1, the PubAck on which the relay deletes
-    /// its saída row is one server's, whose file store syncs to disk every 2 minutes by default:
-    /// lose that machine and what it had not synced is gone from both places. Use 1 for a
-    /// laptop or a single-server test, 3 in production. An existing stream keeps its own.
+    /// then means a majority stored the message. With 1 (a laptop, a single-server test), the
+    /// PubAck on which the relay deletes its saída row is one server's, whose file store syncs
+    /// to disk every 2 minutes by default: lose that machine and what it had not synced is gone
+    /// from both places. An existing stream with fewer replicas than this is refused
+    /// ([`ErroNats::Topologia`]); one with more is fine.
     pub fn com_replicas(mut self, replicas: usize) -> Self {
         self.replicas = replicas.clamp(1, 5);
         self
@@ -66,17 +112,38 @@ impl Fluxo {
         self.replicas
     }
 
-    /// How many ordered lanes each tipo has (4 by default): a message with an ordering key goes
-    /// to the lane of its key, `{prefixo}.{tipo}.o{n}`, which each receiving app consumes one
-    /// message at a time, in stream order. More lanes, more ordered keys applied in parallel.
-    /// The stream records it when [`garantir`](Self::garantir) creates it, and every app that
-    /// calls `garantir` afterwards takes the stream's value.
-    pub fn com_faixas_ordenadas(mut self, faixas: u32) -> Self {
-        self.faixas = faixas.max(1);
+    /// How the stream keeps messages ([`Retencao::Limites`] by default).
+    pub fn com_retencao(mut self, retencao: Retencao) -> Self {
+        self.retencao = retencao;
         self
     }
 
-    /// The ordered lanes per tipo.
+    /// Where the stream keeps messages ([`Armazenamento::Arquivo`] by default).
+    pub fn com_armazenamento(mut self, armazenamento: Armazenamento) -> Self {
+        self.armazenamento = armazenamento;
+        self
+    }
+
+    /// The most bytes the stream keeps. When it is full, publishing is refused (`discard new`):
+    /// the relay keeps the message in the saída and tries again, nothing is deleted unread.
+    pub fn com_limite_de_bytes(mut self, bytes: u64) -> Self {
+        self.limite_de_bytes = Some(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self
+    }
+
+    /// How many ordered lanes the stream has (4 by default): a message with an ordering key goes
+    /// to the lane of its key, `{prefixo}._ordem.{n}.{tipo}`, whatever its tipo, and each
+    /// receiving app consumes a lane one message at a time, in stream order: one key's steps of
+    /// several tipos apply in turn. More lanes, more keys applied in parallel. The first app
+    /// records the count in the broker (bucket `mensageria_topologia`) and every app reads it
+    /// from there: an app that declares another count refuses to start.
+    pub fn com_faixas_ordenadas(mut self, faixas: u32) -> Self {
+        self.faixas = faixas.max(1);
+        self.faixas_declaradas = true;
+        self
+    }
+
+    /// The ordered lanes.
     pub fn faixas_ordenadas(&self) -> u32 {
         self.faixas
     }
@@ -98,20 +165,45 @@ impl Fluxo {
         &self.nome
     }
 
+    /// The prefix of its subjects.
+    pub fn prefixo(&self) -> &str {
+        &self.prefixo
+    }
+
+    /// Whether these settings were read from the broker ([`garantir`](Self::garantir),
+    /// [`ler`](Self::ler)), so every app agrees on them.
+    pub fn verificado(&self) -> bool {
+        self.verificado
+    }
+
     /// The subject a message of `tipo` is published to.
     pub fn assunto(&self, tipo: &str) -> String {
         format!("{}.{tipo}", self.prefixo)
     }
 
     /// The subject of a message of `tipo` enqueued with ordering key `chave`: the lane of its
-    /// key (a stable hash of the key's bytes, so every step of a key takes the same lane).
+    /// key (a stable hash of the key's bytes, so every step of a key, of any tipo, takes the
+    /// same lane).
     pub fn assunto_ordenado(&self, tipo: &str, chave: &str) -> String {
-        self.assunto_da_faixa(tipo, faixa(chave, self.faixas))
+        format!(
+            "{}.{tipo}",
+            self.prefixo_da_faixa(faixa(chave, self.faixas))
+        )
     }
 
-    /// The subject of lane `n` of `tipo`.
-    pub(crate) fn assunto_da_faixa(&self, tipo: &str, n: u32) -> String {
-        format!("{}.{tipo}.o{n}", self.prefixo)
+    /// The subjects of lane `n` start with this (then `.{tipo}`).
+    pub(crate) fn prefixo_da_faixa(&self, n: u32) -> String {
+        format!("{}.{}.{n}", self.prefixo, MARCA_DAS_FAIXAS)
+    }
+
+    /// The tipo of a subject of an ordered lane, if it is one.
+    pub(crate) fn tipo_da_faixa<'a>(&self, assunto: &'a str) -> Option<&'a str> {
+        let resto = assunto
+            .strip_prefix(self.prefixo.as_str())?
+            .strip_prefix('.')?
+            .strip_prefix(MARCA_DAS_FAIXAS)?
+            .strip_prefix('.')?;
+        resto.split_once('.').map(|(_, tipo)| tipo)
     }
 
     /// The duplicate window.
@@ -136,32 +228,109 @@ impl Fluxo {
         Ok(())
     }
 
-    /// Creates the stream if it does not exist (file storage, subjects `{prefixo}.>`, this
-    /// duplicate window and age, and its ordered lanes recorded in its description), or checks
-    /// that the existing one captures `{prefixo}.>` and returns its settings (an existing stream
-    /// is never changed: its owner's settings win, ordered lanes included, so every app that
-    /// calls `garantir` agrees on them).
+    /// Creates the stream if it does not exist (these settings, `discard new`) and its topology
+    /// record, or checks the existing ones (an existing stream is never changed: a stream an
+    /// operator created is checked, not overwritten) and returns the settings every app agrees
+    /// on: the stream's own (window, age, replicas) and the record's ordered lanes. Apps that
+    /// start together converge on one stream and one record. Refused
+    /// ([`ErroNats::Topologia`]) when what exists contradicts what this app requires: fewer
+    /// replicas, another retention, memory storage, `discard old` with limits, another lane
+    /// count or prefix in the record.
     pub async fn garantir(&self, js: &jetstream::Context) -> Result<Fluxo, ErroNats> {
-        let assuntos = format!("{}.>", self.prefixo);
+        let fluxo = match js.get_stream(&self.nome).await {
+            Ok(fluxo) => fluxo,
+            Err(erro) if matches!(erro.kind(), GetStreamErrorKind::JetStream(e) if e.code() == 404) => {
+                self.criar(js).await?
+            }
+            Err(erro) => return Err(ErroNats::jetstream("reading the stream")(Box::new(erro))),
+        };
+        let verificado = self.verificar(js, fluxo.cached_info()).await?;
+        if verificado.replicas == 1 {
+            tracing::warn!(
+                stream = %self.nome,
+                "mensageria nats: the stream has one replica: a PubAck is one server's, and losing \
+                 that server's disk loses what it had not synced (every 2 minutes by default) \
+                 after the relay deleted it from the saída; fine for a laptop or a test, use 3 \
+                 replicas on a cluster in production"
+            );
+        }
+        Ok(verificado)
+    }
+
+    /// The existing stream and its topology record, checked as [`garantir`](Self::garantir)
+    /// does, without creating the stream: what a receiving app or a publisher that does not own
+    /// the stream calls. The record is written if the stream has none yet (from these settings:
+    /// the first app wins).
+    pub async fn ler(&self, js: &jetstream::Context) -> Result<Fluxo, ErroNats> {
+        let fluxo = self.existente(js).await?;
+        self.verificar(js, fluxo.cached_info()).await
+    }
+
+    /// The existing stream.
+    pub(crate) async fn existente(
+        &self,
+        js: &jetstream::Context,
+    ) -> Result<stream::Stream, ErroNats> {
+        js.get_stream(&self.nome).await.map_err(|erro| {
+            if matches!(erro.kind(), GetStreamErrorKind::JetStream(e) if e.code() == 404) {
+                ErroNats::FluxoAusente {
+                    fluxo: self.nome.clone(),
+                }
+            } else {
+                ErroNats::jetstream("reading the stream")(Box::new(erro))
+            }
+        })
+    }
+
+    /// Creates the stream; apps started together converge on the first one's stream.
+    async fn criar(&self, js: &jetstream::Context) -> Result<stream::Stream, ErroNats> {
         let config = stream::Config {
             name: self.nome.clone(),
-            description: Some(format!("{PREFIXO_DA_DESCRICAO}{}", self.faixas)),
-            subjects: vec![assuntos.clone()],
-            storage: stream::StorageType::File,
+            description: Some(
+                "mensageria outbox events; topology in KV bucket mensageria_topologia".to_owned(),
+            ),
+            subjects: vec![format!("{}.>", self.prefixo)],
+            storage: match self.armazenamento {
+                Armazenamento::Arquivo => stream::StorageType::File,
+                Armazenamento::Memoria => stream::StorageType::Memory,
+            },
+            retention: match self.retencao {
+                Retencao::Limites => stream::RetentionPolicy::Limits,
+                Retencao::Interesse => stream::RetentionPolicy::Interest,
+            },
+            discard: stream::DiscardPolicy::New,
+            max_bytes: self.limite_de_bytes.unwrap_or(-1),
             duplicate_window: self.janela,
             max_age: self.idade_maxima,
             num_replicas: self.replicas,
             ..Default::default()
         };
-        let fluxo = match js.get_or_create_stream(config).await {
-            Ok(fluxo) => fluxo,
+        match js.create_stream(config).await {
+            Ok(fluxo) => Ok(fluxo),
+            Err(erro) if erro.to_string().contains("replicas > 1") => {
+                Err(ErroNats::ReplicasSemCluster {
+                    fluxo: self.nome.clone(),
+                    replicas: self.replicas,
+                })
+            }
             // Apps started together: another one created it between our look and our create,
             // with settings of its own ("already in use"). Its stream is the stream: read it.
-            Err(erro) => js.get_stream(&self.nome).await.map_err(|_| {
-                ErroNats::jetstream("creating or reading the stream")(Box::new(erro))
-            })?,
-        };
-        let existente = &fluxo.cached_info().config;
+            Err(erro) => js
+                .get_stream(&self.nome)
+                .await
+                .map_err(|_| ErroNats::jetstream("creating or reading the stream")(Box::new(erro))),
+        }
+    }
+
+    /// Checks the existing stream `existente` and the topology record (written from these
+    /// settings when missing) against what this app requires; the settings every app agrees on.
+    pub(crate) async fn verificar(
+        &self,
+        js: &jetstream::Context,
+        info: &stream::Info,
+    ) -> Result<Fluxo, ErroNats> {
+        let existente = &info.config;
+        let assuntos = format!("{}.>", self.prefixo);
         if !existente.subjects.iter().any(|s| s == &assuntos) {
             return Err(ErroNats::AssuntosDoFluxo {
                 fluxo: self.nome.clone(),
@@ -169,26 +338,119 @@ impl Fluxo {
                 esperado: assuntos,
             });
         }
-        // The stream says how many ordered lanes its tipos have, so a sender and a receiver that
-        // were configured differently still agree (a lane nobody consumes would never deliver).
-        let faixas = existente
-            .description
-            .as_deref()
-            .and_then(|descricao| descricao.strip_prefix(PREFIXO_DA_DESCRICAO))
-            .and_then(|faixas| faixas.trim().parse().ok())
-            .unwrap_or(self.faixas);
+        let mut problemas = self.contradicoes(existente);
+        let proposta = Topologia {
+            formato: 1,
+            prefixo: self.prefixo.clone(),
+            faixas_ordenadas: self.faixas,
+            disposicao: topologia::FAIXAS_POR_CHAVE.to_owned(),
+            replicas: existente.num_replicas.max(1),
+            fluxo_criado: i64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(i64::MAX),
+        };
+        let registro =
+            topologia::garantir(js, &self.nome, existente.num_replicas.max(1), &proposta).await?;
+        problemas.extend(self.contradicoes_do_registro(&registro));
+        if !problemas.is_empty() {
+            return Err(ErroNats::Topologia {
+                fluxo: self.nome.clone(),
+                problema: problemas.join("; "),
+            });
+        }
         Ok(Self {
             janela: existente.duplicate_window,
             idade_maxima: existente.max_age,
-            faixas,
+            faixas: registro.faixas_ordenadas,
             replicas: existente.num_replicas.max(1),
+            verificado: true,
             ..self.clone()
         })
     }
+
+    /// What the existing stream does that this app cannot live with.
+    fn contradicoes(&self, existente: &stream::Config) -> Vec<String> {
+        let mut problemas = Vec::new();
+        if existente.num_replicas.max(1) < self.replicas {
+            problemas.push(format!(
+                "it has {} replica(s) and this app requires {} (Fluxo::com_replicas): raise the \
+                 stream's (`nats stream edit {} --replicas {}`) or declare what it has",
+                existente.num_replicas.max(1),
+                self.replicas,
+                self.nome,
+                self.replicas
+            ));
+        }
+        let retencao = match existente.retention {
+            stream::RetentionPolicy::Limits => Some(Retencao::Limites),
+            stream::RetentionPolicy::Interest => Some(Retencao::Interesse),
+            stream::RetentionPolicy::WorkQueue => None,
+        };
+        match retencao {
+            None => problemas.push(
+                "its retention is work-queue: each message goes to one consumer, so receiving \
+                 apps would split the events instead of each getting all; recreate it with \
+                 limits or interest retention"
+                    .to_owned(),
+            ),
+            Some(retencao) if retencao != self.retencao => problemas.push(format!(
+                "its retention is {retencao:?} and this app requires {:?} (Fluxo::com_retencao)",
+                self.retencao
+            )),
+            Some(_) => {}
+        }
+        if existente.storage == stream::StorageType::Memory
+            && self.armazenamento == Armazenamento::Arquivo
+        {
+            problemas.push(
+                "it keeps messages in memory, lost when its servers restart: recreate it with \
+                 file storage, or declare Armazenamento::Memoria (tests only)"
+                    .to_owned(),
+            );
+        }
+        let limitado = existente.max_bytes > 0
+            || existente.max_messages > 0
+            || existente.max_messages_per_subject > 0;
+        if limitado && existente.discard == stream::DiscardPolicy::Old {
+            problemas.push(format!(
+                "it has size limits with `discard old`: when full it deletes its oldest \
+                 messages, read or not, after the relay deleted them from the saída; set \
+                 `discard new` (`nats stream edit {} --discard new`) so a full stream refuses \
+                 publishes and the events wait in the saída",
+                self.nome
+            ));
+        }
+        problemas
+    }
+
+    /// What the stream's topology record says that this app cannot live with.
+    fn contradicoes_do_registro(&self, registro: &Topologia) -> Vec<String> {
+        let mut problemas = Vec::new();
+        if registro.prefixo != self.prefixo {
+            problemas.push(format!(
+                "its record names prefix `{}` and this app uses `{}`",
+                registro.prefixo, self.prefixo
+            ));
+        }
+        if registro.disposicao != topologia::FAIXAS_POR_CHAVE {
+            problemas.push(format!(
+                "its record lays ordered lanes out as `{}`, which this version does not know",
+                registro.disposicao
+            ));
+        }
+        if self.faixas_declaradas && registro.faixas_ordenadas != self.faixas {
+            problemas.push(format!(
+                "its record says {} ordered lanes and this app declares {} \
+                 (Fluxo::com_faixas_ordenadas): declare the record's, or leave the count out to \
+                 take it",
+                registro.faixas_ordenadas, self.faixas
+            ));
+        }
+        problemas
+    }
 }
 
-/// How the stream's description records its ordered lanes: `mensageria ordered-lanes=4`.
-const PREFIXO_DA_DESCRICAO: &str = "mensageria ordered-lanes=";
+/// The token after the prefix that marks an ordered lane's subjects (a tipo starts with a
+/// letter or a digit, so it never collides with one).
+const MARCA_DAS_FAIXAS: &str = "_ordem";
 
 /// The lane of `chave` among `faixas`: FNV-1a of its bytes (the same on every build and
 /// toolchain, unlike `DefaultHasher`), modulo the lanes.
@@ -211,7 +473,17 @@ mod testes {
         assert_eq!(fluxo.assunto("a.b"), "p.a.b");
         let assunto = fluxo.assunto_ordenado("a.b", "pedido:42");
         assert_eq!(assunto, fluxo.assunto_ordenado("a.b", "pedido:42"));
-        assert!(assunto.starts_with("p.a.b.o"), "{assunto}");
+        assert!(assunto.starts_with("p._ordem."), "{assunto}");
+        assert!(assunto.ends_with(".a.b"), "{assunto}");
+        assert_eq!(fluxo.tipo_da_faixa(&assunto), Some("a.b"));
+        assert_eq!(fluxo.tipo_da_faixa("p.a.b"), None);
+        // One key's steps of two tipos share a lane.
+        let outro = fluxo.assunto_ordenado("c", "pedido:42");
+        assert_eq!(
+            assunto.strip_suffix(".a.b"),
+            outro.strip_suffix(".c"),
+            "{assunto} {outro}"
+        );
         // Keys spread over the lanes.
         let faixas: std::collections::HashSet<u32> =
             (0..64).map(|n| faixa(&format!("chave-{n}"), 4)).collect();

@@ -21,11 +21,12 @@ mod expiracao;
 mod fluxo;
 mod nome;
 mod publicador;
+mod topologia;
 
 pub use conexao::{conectar, opcoes_de_conexao, servidores};
 pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle, Inicio};
 pub use erro::ErroNats;
-pub use fluxo::Fluxo;
+pub use fluxo::{Armazenamento, Fluxo, Retencao};
 pub use publicador::Publicador;
 
 /// Re-exported: the NATS client these types take, at the version mensageria uses.

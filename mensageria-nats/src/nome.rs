@@ -53,6 +53,20 @@ pub(crate) fn duravel(app: &str, tipo: &str) -> String {
     format!("{}__{}", codificar(app), codificar(tipo))
 }
 
+/// The durable of ordered lane `n` of `app` for a binary that receives `tipos` (sorted):
+/// `{app}___ordem{n}_{hash}`. The `_` after `__` never starts an encoded tipo (a tipo starts
+/// with a letter or a digit), so it never meets [`duravel`]'s names.
+pub(crate) fn duravel_da_faixa(app: &str, n: u32, tipos: &[&str]) -> String {
+    let hash = tipos.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, tipo| {
+        tipo.bytes()
+            .chain(std::iter::once(b'\n'))
+            .fold(hash, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+            })
+    });
+    format!("{}___ordem{n}_{:08x}", codificar(app), hash as u32)
+}
+
 fn codificar(texto: &str) -> String {
     let mut saida = String::with_capacity(texto.len());
     for byte in texto.bytes() {

@@ -12,8 +12,10 @@ use serde::Serialize;
 use crate::Fluxo;
 
 /// The JetStream destination of a relay: publishes each message to `{prefixo}.{tipo}` (a message
-/// with an ordering key to its key's ordered lane, `{prefixo}.{tipo}.o{n}`) with its message id
-/// as `Nats-Msg-Id` and the same CloudEvents attributes a `Destino` sends as headers.
+/// with an ordering key to its key's ordered lane, `{prefixo}._ordem.{n}.{tipo}`) with its
+/// message id as `Nats-Msg-Id` and the same CloudEvents attributes a `Destino` sends as headers.
+/// The lanes are the stream's topology record's: a [`Fluxo`] that did not come from
+/// [`Fluxo::garantir`] or [`Fluxo::ler`] is checked against the broker at the first publish.
 /// The saída row is acknowledged only on the stream's PubAck (a PubAck that says `duplicate` is
 /// one: the stream had it already). The relay runs its deliveries concurrently, so a claim's
 /// messages are published together and their PubAcks awaited together over one connection.
@@ -49,6 +51,8 @@ pub struct Publicador {
     tempo_limite: Duration,
     /// PubAcks that said `duplicate`, shared by the clones.
     duplicados: Arc<AtomicU64>,
+    /// The stream as the broker has it, read once (shared by the clones).
+    verificado: Arc<tokio::sync::OnceCell<Fluxo>>,
 }
 
 impl Publicador {
@@ -61,7 +65,23 @@ impl Publicador {
             persistencia: Duration::from_secs(10),
             tempo_limite: Duration::from_secs(5),
             duplicados: Arc::default(),
+            verificado: Arc::new(if fluxo.verificado() {
+                tokio::sync::OnceCell::new_with(Some(fluxo.clone()))
+            } else {
+                tokio::sync::OnceCell::new()
+            }),
         }
+    }
+
+    /// The stream as every app agrees on it: read from the broker the first time.
+    async fn fluxo(&self) -> Result<&Fluxo, FalhaEnvio> {
+        self.verificado
+            .get_or_try_init(|| self.fluxo.ler(&self.js))
+            .await
+            .map_err(|erro| {
+                tracing::error!(stream = %self.fluxo.nome(), error = %erro, "mensageria nats: cannot publish");
+                FalhaEnvio::temporaria(format!("the stream cannot be used: {erro}"))
+            })
     }
 
     /// How long one delivery keeps publishing again, every 250 ms with a 1 s PubAck wait, after
@@ -102,9 +122,10 @@ impl Publicador {
         let corpo = serde_json::to_vec(evento).map_err(|erro| {
             FalhaEnvio::permanente(format!("the payload does not serialize to JSON: {erro}"))
         })?;
+        let fluxo = self.fluxo().await?;
         let assunto = match ctx.chave_ordem() {
-            Some(chave) => self.fluxo.assunto_ordenado(ctx.tipo(), chave),
-            None => self.fluxo.assunto(ctx.tipo()),
+            Some(chave) => fluxo.assunto_ordenado(ctx.tipo(), chave),
+            None => fluxo.assunto(ctx.tipo()),
         };
         let corpo = bytes::Bytes::from(corpo);
         let inicio = tokio::time::Instant::now();

@@ -65,6 +65,7 @@ pub async fn fluxo_proprio(js: &jetstream::Context, janela: Duration) -> Fluxo {
     let sufixo = Uuid::now_v7().simple().to_string();
     Fluxo::new(format!("F{sufixo}"), format!("f{sufixo}"))
         .expect("a valid stream name")
+        .com_replicas(1)
         .com_janela_de_duplicatas(janela)
         .garantir(js)
         .await

@@ -67,7 +67,7 @@ use mensageria_core::sqlx::PgPool;
 use mensageria_core::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use mensageria_core::teste::PgIsolado;
 use mensageria_nats::async_nats::jetstream;
-use mensageria_nats::{ConsumidorHandle, ErroNats, Fluxo};
+use mensageria_nats::{ConsumidorHandle, Fluxo};
 
 /// The token both HTTP ends accept and present (one shared secret, for the example).
 pub const TOKEN: &str = "loja-segredo-0123456789";
@@ -137,12 +137,21 @@ pub async fn jetstream(app: &str) -> Result<jetstream::Context, Box<dyn Error>> 
 }
 
 /// The stream `pedido.criado` travels on: `LOJA_FLUXO` (default `LOJA`), its subjects
-/// `{LOJA_PREFIXO}.{tipo}` (default prefix `loja`). `pedidos` owns it ([`Fluxo::garantir`]);
-/// the receiving services wait for it ([`esperar_fluxo`]).
-pub fn fluxo() -> Result<Fluxo, ErroNats> {
+/// `{LOJA_PREFIXO}.{tipo}` (default prefix `loja`), with `LOJA_NATS_REPLICAS` replicas: 3 on a
+/// cluster (production), 1 (the default here, so the demo runs on one laptop server) when one
+/// server holds it — which does not survive the loss of that server's disk. `pedidos` owns it
+/// ([`Fluxo::garantir`]); the receiving services wait for it ([`esperar_fluxo`]) and check it
+/// when they start consuming.
+pub fn fluxo() -> Result<Fluxo, Box<dyn Error>> {
     let nome = std::env::var("LOJA_FLUXO").unwrap_or_else(|_| "LOJA".into());
     let prefixo = std::env::var("LOJA_PREFIXO").unwrap_or_else(|_| "loja".into());
-    Fluxo::new(nome, prefixo)
+    let replicas = match std::env::var("LOJA_NATS_REPLICAS") {
+        Ok(texto) => texto
+            .parse()
+            .map_err(|_| format!("LOJA_NATS_REPLICAS={texto:?}: a number of replicas, 1 to 5"))?,
+        Err(_) => 1,
+    };
+    Ok(Fluxo::new(nome, prefixo)?.com_replicas(replicas))
 }
 
 /// For a service that consumes the stream without owning it: waits (bounded) until `pedidos`
