@@ -913,6 +913,9 @@ async fn publicar_etapa(evento: Etapa, ctx: &ContextoEnvio) -> Result<(), FalhaE
     ctx.exigir::<Publicador>()?.publicar(&evento, ctx).await
 }
 
+/// Whether the held-key test has fixed the cause of its keys' refusals.
+static CHAVE_CURADA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Steps that already failed once (a step 3 of every tenth key fails its first delivery).
 static PASSOS_QUE_FALHARAM: LazyLock<Mutex<HashSet<(i64, i64)>>> = LazyLock::new(Mutex::default);
 
@@ -931,7 +934,17 @@ async fn aplicar_passo(
     chave: i64,
     passo: i64,
 ) -> Result<(), Rejeicao> {
-    // Keys from 1000 on are another test's, which fails nothing.
+    // Keys from 1000 on are other tests'; from 2000 on, the held-key test's: step 2 of every
+    // hundredth key is refused for good until it is cured.
+    if chave >= 2000
+        && chave % 100 == 0
+        && passo == 2
+        && !CHAVE_CURADA.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Err(Rejeicao::permanente(
+            "step 2 of this key cannot be applied yet",
+        ));
+    }
     if passo == 3
         && chave % 10 == 0
         && chave < 1000
@@ -1123,6 +1136,210 @@ async fn binarios_de_um_app_com_tipos_diferentes_recebem_cada_um_os_seus() {
         (contar().await, distintos),
         (CHAVES * PASSOS, CHAVES * PASSOS)
     );
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}
+
+/// Enqueues `passos` steps of each key in `chaves` (even steps one tipo, odd steps the other)
+/// and delivers them with a relay until the saída is empty.
+async fn entregar_passos(
+    bancada: &Bancada,
+    emissor: &PgIsolado,
+    chaves: std::ops::Range<i64>,
+    passos: i64,
+) {
+    let mut tx = emissor.pool.begin().await.unwrap();
+    for passo in 0..passos {
+        for chave in chaves.clone() {
+            let ordem = format!("h{chave}");
+            if passo % 2 == 0 {
+                enfileirar_ordenado(&mut *tx, &Passo { chave, passo }, &ordem).await
+            } else {
+                enfileirar_ordenado(&mut *tx, &Etapa { chave, passo }, &ordem).await
+            }
+            .unwrap();
+        }
+    }
+    tx.commit().await.unwrap();
+    let relay = Relay::new(emissor.pool.clone(), config_relay())
+        .recurso(bancada.publicador())
+        .spawn()
+        .unwrap();
+    esperar_saida_vazia(&emissor.pool, 30).await;
+    relay.shutdown(Duration::from_secs(5)).await;
+}
+
+/// The steps a receiving app applied, per key, in the order applied.
+async fn passos_por_chave(pool: &sqlx::PgPool) -> std::collections::BTreeMap<i64, Vec<i64>> {
+    let linhas: Vec<(i64, i64)> = sqlx::query_as("SELECT chave, passo FROM passos ORDER BY ordem")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    let mut por_chave = std::collections::BTreeMap::<i64, Vec<i64>>::new();
+    for (chave, passo) in linhas {
+        por_chave.entry(chave).or_default().push(passo);
+    }
+    por_chave
+}
+
+/// Steps applied in all.
+async fn passos_aplicados(pool: &sqlx::PgPool) -> usize {
+    passos_por_chave(pool).await.values().map(Vec::len).sum()
+}
+
+/// Publishes `app`'s dead letters of a key again, in the key's order, as `mensageria
+/// mortas-recebidas reenviar` does (new id; the id, key and place they replay).
+async fn reenviar_como_a_cli(bancada: &Bancada, mortas: &[operacoes::MortaRecebida]) {
+    for morta in mortas {
+        let assunto = morta.origem.splitn(3, ':').nth(2).unwrap().to_owned();
+        assert!(assunto.contains("._ordem."), "{assunto}");
+        let mut cabecalhos = mensageria_nats::async_nats::HeaderMap::new();
+        let nova = uuid::Uuid::now_v7().to_string();
+        let sequencia = morta.sequencia.unwrap().to_string();
+        cabecalhos.insert("Nats-Msg-Id", nova.as_str());
+        cabecalhos.insert("ce-type", morta.tipo.as_str());
+        cabecalhos.insert(
+            "Mensageria-Reenvio-De",
+            morta.id_mensagem.to_string().as_str(),
+        );
+        cabecalhos.insert("ce-partitionkey", morta.chave_ordem.as_deref().unwrap());
+        cabecalhos.insert("Mensageria-Sequencia-Original", sequencia.as_str());
+        bancada
+            .js
+            .publish_with_headers(assunto, cabecalhos, morta.payload.clone().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uma_morta_retem_a_sua_chave_e_o_reenvio_vai_em_ordem() {
+    // Keys 2000 and 2100 have step 2 refused for good (of six steps over two tipos), beside 8
+    // keys that go through, on two lanes. Under the default policy (Bloquear) steps 3–5 of the
+    // two keys wait behind their dead letter as `held` dead letters, and every other key applies
+    // all its steps: only the failing keys stall. Cured, the dead letters are replayed in their
+    // key's order: in process (`reaplicar_mortas_recebidas`), then, for key 2200 refused the same
+    // way, published again through the stream as `mensageria mortas-recebidas reenviar` does.
+    // Every key ends 0..5, in order, once. Before: the lane let the key move on (steps 3–5
+    // applied before step 2), and a replay applied step 2 after them.
+    let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(2)).await;
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    mensageria_core::migrar(&receptor.pool).await.unwrap();
+    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
+        .execute(&receptor.pool)
+        .await
+        .unwrap();
+    let config = config_consumidor("bloqueio").com_tipos(["nats.passo", "nats.etapa"]);
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config)
+        .spawn()
+        .await
+        .unwrap();
+    let chaves = [2000, 2001, 2002, 2003, 2004, 2100, 2101, 2102, 2103, 2104];
+    for chave in chaves {
+        entregar_passos(&bancada, &emissor, chave..chave + 1, 6).await;
+    }
+    let mortas = esperar_valor(
+        "two refused steps and six held behind them",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || async {
+            operacoes::mortas_recebidas(&receptor.pool, Some("bloqueio"), 100)
+                .await
+                .unwrap()
+        },
+        |mortas: &Vec<operacoes::MortaRecebida>| mortas.len() >= 8,
+    )
+    .await;
+    esperar_valor(
+        "every other key's steps",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || passos_aplicados(&receptor.pool),
+        |&n| n >= 8 * 6 + 2 * 2,
+    )
+    .await;
+    let retidas = mortas.iter().filter(|m| m.motivo.starts_with("held:"));
+    assert_eq!(
+        (mortas.len(), retidas.clone().count()),
+        (8, 6),
+        "{mortas:#?}"
+    );
+    assert!(
+        retidas.clone().all(|m| m.chave_ordem.is_some()),
+        "{mortas:#?}"
+    );
+    assert!(
+        retidas
+            .clone()
+            .all(|m| m.motivo.contains("mortas-recebidas reenviar"))
+    );
+    let antes = passos_por_chave(&receptor.pool).await;
+    for chave in chaves {
+        let esperado: Vec<i64> = if chave % 100 == 0 {
+            vec![0, 1]
+        } else {
+            (0..6).collect()
+        };
+        assert_eq!(antes.get(&chave), Some(&esperado), "key {chave}");
+    }
+
+    CHAVE_CURADA.store(true, std::sync::atomic::Ordering::Relaxed);
+    let da_chave = |chave: i64| {
+        let pool = receptor.pool.clone();
+        async move {
+            operacoes::mortas_recebidas_da_chave(&pool, "bloqueio", &format!("h{chave}"))
+                .await
+                .unwrap()
+        }
+    };
+    let reaplicacao =
+        mensageria_axum::recepcao::reaplicar_mortas_recebidas(&receptor.pool, "bloqueio", 100)
+            .await
+            .unwrap();
+    assert_eq!(reaplicacao.aplicadas, 8, "{reaplicacao:?}");
+    assert!(da_chave(2000).await.is_empty() && da_chave(2100).await.is_empty());
+
+    // Key 2200: refused and held the same way, then published again through the stream.
+    CHAVE_CURADA.store(false, std::sync::atomic::Ordering::Relaxed);
+    entregar_passos(&bancada, &emissor, 2200..2201, 6).await;
+    let retida = esperar_valor(
+        "key 2200 held",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || da_chave(2200),
+        |mortas: &Vec<operacoes::MortaRecebida>| mortas.len() >= 4,
+    )
+    .await;
+    CHAVE_CURADA.store(true, std::sync::atomic::Ordering::Relaxed);
+    reenviar_como_a_cli(&bancada, &retida).await;
+    esperar_valor(
+        "key 2200 replayed, applied and forgotten",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || async {
+            (
+                da_chave(2200).await.len(),
+                passos_aplicados(&receptor.pool).await,
+            )
+        },
+        |&(mortas, aplicados)| mortas == 0 && aplicados >= 11 * 6,
+    )
+    .await;
+    assert!(consumidor.shutdown(Duration::from_secs(10)).await);
+    let depois = passos_por_chave(&receptor.pool).await;
+    for chave in chaves.iter().copied().chain([2200]) {
+        let todos: Vec<i64> = (0..6).collect();
+        assert_eq!(
+            depois.get(&chave),
+            Some(&todos),
+            "key {chave}: once each, in order"
+        );
+    }
     bancada.fechar().await;
     emissor.descartar().await;
     receptor.descartar().await;

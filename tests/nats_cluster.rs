@@ -399,13 +399,17 @@ fn autorizacao(fluxo: &str, prefixo: &str) -> String {
   users = [
     {{ user: admin, password: "admin-senha-0123" }}
     {{ user: pedidos, password: "pedidos-senha-0123", permissions: {{
-        publish: {{ allow: ["{prefixo}.cluster.lancamento", "{prefixo}.cluster.lancamento.>", "$JS.API.STREAM.INFO.{fluxo}"] }}
+        publish: {{ allow: ["{prefixo}.cluster.lancamento", "{prefixo}._ordem.*.cluster.lancamento",
+                            "$JS.API.STREAM.INFO.{fluxo}", "$JS.API.STREAM.INFO.KV_mensageria_topologia",
+                            "$JS.API.DIRECT.GET.KV_mensageria_topologia.>"] }}
         subscribe: {{ allow: ["_INBOX.>"] }} }} }}
     {{ user: fiscal, password: "fiscal-senha-0123", permissions: {{
         publish: {{ allow: ["$JS.API.STREAM.INFO.{fluxo}", "$JS.API.STREAM.MSG.GET.{fluxo}",
                             "$JS.API.CONSUMER.CREATE.{fluxo}", "$JS.API.CONSUMER.CREATE.{fluxo}.>",
                             "$JS.API.CONSUMER.DURABLE.CREATE.{fluxo}.>", "$JS.API.CONSUMER.INFO.{fluxo}.>",
-                            "$JS.API.CONSUMER.MSG.NEXT.{fluxo}.>", "$JS.ACK.{fluxo}.>"] }}
+                            "$JS.API.CONSUMER.MSG.NEXT.{fluxo}.>", "$JS.ACK.{fluxo}.>",
+                            "$JS.API.STREAM.INFO.KV_mensageria_topologia",
+                            "$JS.API.DIRECT.GET.KV_mensageria_topologia.>"] }}
         subscribe: {{ allow: ["_INBOX.>"] }} }} }}
   ]
 }}"#

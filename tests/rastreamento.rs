@@ -420,6 +420,7 @@ nos_dois_bancos! {
                 traceparent: Some(traceparent.clone()),
                 tracestate: Some("congo=t61rcWkgMzE".to_owned()),
                 sequencia: None,
+                chave_ordem: None,
             },
         )
         .await

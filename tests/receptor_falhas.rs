@@ -799,6 +799,7 @@ nos_dois_bancos! {
                 traceparent: None,
                 tracestate: None,
                 sequencia: None,
+                chave_ordem: None,
             };
             mensageria_core::operacoes::registrar_morta_recebida(&db.pool, &morta).await.unwrap();
         }

@@ -161,4 +161,9 @@ fn descrever_consumidores() {
         Unit::Count,
         "Durable consumers recreated after they were deleted under the running consumer (labels app, tipo)"
     );
+    describe_counter!(
+        "mensageria_consumer_skipped_total",
+        Unit::Count,
+        "Ordered-lane messages of tipos this binary does not receive, acknowledged and skipped (label app)"
+    );
 }

@@ -201,7 +201,9 @@ pub struct Reaplicacao {
 /// goes through the one receiving path like a fresh delivery, and leaves the dead letters only
 /// once applied (or found applied). A crash in between replays it again as a duplicate. Call it
 /// from the receiving app (an admin endpoint, a start-up flag): the CLI lists and discards
-/// them, but only the app has the receptores.
+/// them, but only the app has the receptores. The dead letters of an ordered key (held behind
+/// the first one, under `OrdemAposMorta::Bloquear`) are replayed in the key's order, up to the
+/// first that is refused again.
 ///
 /// ```no_run
 /// # async fn f<DB: mensageria_core::Banco>(pool: mensageria_core::sqlx::Pool<DB>) -> Result<(), mensageria_core::Erro> {
@@ -216,36 +218,63 @@ pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
     limite: i64,
 ) -> Result<Reaplicacao, mensageria_core::Erro> {
     let mut feito = Reaplicacao::default();
+    let mut chaves_vistas = std::collections::HashSet::new();
     for morta in operacoes::mortas_recebidas(pool, Some(app), limite).await? {
-        let receptor = crate::registrados()
-            .filter(|registrado| registrado.tipo == morta.tipo)
-            .find(|registrado| (registrado.aplicar)(pool as &dyn Any, app, &[]).is_some());
-        let payload = serde_json::from_str::<&RawValue>(&morta.payload);
-        let (Some(receptor), Ok(payload)) = (receptor, payload) else {
-            feito.sem_receptor += usize::from(receptor.is_none());
-            feito.mantidas += usize::from(receptor.is_some());
+        let Some(chave) = morta.chave_ordem.clone() else {
+            reaplicar_uma(pool, app, &morta, &mut feito).await?;
             continue;
         };
-        let entradas = [Entrada {
-            id: morta.id_mensagem,
-            correlacao: morta.correlacao.clone(),
-            // The replay continues the trace the event arrived in.
-            traceparent: morta.traceparent.clone(),
-            tracestate: morta.tracestate.clone(),
-            payload,
-        }];
-        let Some(aplicacao) = (receptor.aplicar)(pool as &dyn Any, app, &entradas) else {
+        // An ordered key's dead letters go in the key's order, and stop at the first that is
+        // still refused: the later ones stay held behind it.
+        if !chaves_vistas.insert(chave.clone()) {
             continue;
-        };
-        match aplicacao.await.pop() {
-            Some(Veredito::Confirmar { .. }) => {
-                operacoes::descartar_morta_recebida(pool, app, morta.id_mensagem).await?;
-                feito.aplicadas += 1;
+        }
+        let da_chave = operacoes::mortas_recebidas_da_chave(pool, app, &chave).await?;
+        for (posicao, morta) in da_chave.iter().enumerate() {
+            if !reaplicar_uma(pool, app, morta, &mut feito).await? {
+                feito.mantidas += da_chave.len() - posicao - 1;
+                break;
             }
-            _ => feito.mantidas += 1,
         }
     }
     Ok(feito)
+}
+
+/// Replays one dead letter; whether it was applied (and forgotten).
+async fn reaplicar_uma<DB: mensageria_core::Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    morta: &operacoes::MortaRecebida,
+    feito: &mut Reaplicacao,
+) -> Result<bool, mensageria_core::Erro> {
+    let receptor = crate::registrados()
+        .filter(|registrado| registrado.tipo == morta.tipo)
+        .find(|registrado| (registrado.aplicar)(pool as &dyn Any, app, &[]).is_some());
+    let payload = serde_json::from_str::<&RawValue>(&morta.payload);
+    let (Some(receptor), Ok(payload)) = (receptor, payload) else {
+        feito.sem_receptor += usize::from(receptor.is_none());
+        feito.mantidas += usize::from(receptor.is_some());
+        return Ok(false);
+    };
+    let entradas = [Entrada {
+        id: morta.id_mensagem,
+        correlacao: morta.correlacao.clone(),
+        // The replay continues the trace the event arrived in.
+        traceparent: morta.traceparent.clone(),
+        tracestate: morta.tracestate.clone(),
+        payload,
+    }];
+    let Some(aplicacao) = (receptor.aplicar)(pool as &dyn Any, app, &entradas) else {
+        return Ok(false);
+    };
+    if let Some(Veredito::Confirmar { .. }) = aplicacao.await.pop() {
+        operacoes::descartar_morta_recebida(pool, app, morta.id_mensagem).await?;
+        feito.aplicadas += 1;
+        Ok(true)
+    } else {
+        feito.mantidas += 1;
+        Ok(false)
+    }
 }
 
 /// One event of the batch that decoded and has a key: waiting for its round.

@@ -19,6 +19,7 @@ mod estatistica;
 mod gravador;
 mod horizonte;
 mod jetstream;
+mod ordenada;
 mod ponta_a_ponta;
 mod ponta_a_ponta_sqlite;
 mod queima;
@@ -81,6 +82,9 @@ enum Secao {
     /// Section 2's end-to-end run on SQLite files beside the PostgreSQL one, in the same
     /// repetitions (in `ponta_a_ponta_sqlite.rs`).
     PontaAPontaSqlite,
+    /// Ordered delivery end to end, keys × steps per second over HTTP and JetStream, beside a
+    /// poll-paced relay (in `ordenada.rs`; needs nats-server at `NATS_URL`).
+    OrdemPontaAPonta,
 }
 
 /// What limits the targets this machine misses, measured or reasoned from the figures (kept
@@ -133,6 +137,7 @@ fn main() {
             Secao::Rastreamento,
             Secao::Horizonte,
             Secao::PontaAPontaSqlite,
+            Secao::OrdemPontaAPonta,
         ]
     } else {
         args.so.clone()
@@ -177,6 +182,9 @@ fn main() {
         }
         if secoes.contains(&Secao::PontaAPontaSqlite) {
             ponta_a_ponta_sqlite::medir(&mut rel, &p).await;
+        }
+        if secoes.contains(&Secao::OrdemPontaAPonta) {
+            ordenada::medir(&mut rel, &p).await;
         }
         rel.nota("Everything runs on one machine: PostgreSQL, the producers, the relay, the receptor and the load generator share its cores, so absolute rates are lower than on separate hosts; the ratios are what the targets check.");
         rel.nota("Enqueue overhead: TRUNCATE between repetitions keeps the saída from growing across runs; the relay is not running in that section.");

@@ -396,6 +396,19 @@ pub(crate) struct ArgsDoctor {
     /// it the most attempts are given in a note.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
     pub(crate) max_attempts: Option<i64>,
+    /// Also check this JetStream stream: its topology record against the stream (drift), a
+    /// single replica, ordered lanes no durable consumes and tipos published that no receiving
+    /// app consumes. The servers come from `--nats`.
+    #[arg(long, value_name = "STREAM")]
+    pub(crate) fluxo: Option<String>,
+    /// The NATS servers `--fluxo` is read from (a comma-separated list is tried in turn).
+    #[arg(
+        long,
+        env = "NATS_URL",
+        hide_env_values = true,
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub(crate) nats: String,
 }
 
 /// The redelivery horizon of a relay with default settings.

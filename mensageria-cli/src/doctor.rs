@@ -124,6 +124,15 @@ enum Codigo {
     /// max_age: past it the stream deletes it, applied or not.
     #[serde(rename = "consumer-near-expiry")]
     ConsumidorPertoDeExpirar,
+    /// `--fluxo`: the stream could not be read, or its topology record is missing or drifted.
+    #[serde(rename = "stream-topology")]
+    TopologiaDoFluxo,
+    /// `--fluxo`: messages on an ordered lane no durable consumes.
+    #[serde(rename = "lane-unconsumed")]
+    FaixaSemConsumidor,
+    /// `--fluxo`: messages of a tipo no receiving app consumes.
+    #[serde(rename = "tipo-unconsumed")]
+    TipoSemConsumidor,
 }
 
 impl Relatorio for Diagnostico {
@@ -222,7 +231,53 @@ pub(crate) async fn executar(
         _ => None,
     };
     verificar_retencao(&args, stream_longo, &mut d);
+    if let Some(fluxo) = &args.fluxo {
+        verificar_fluxo(&args.nats, fluxo, &mut d).await;
+    }
     Ok(concluir(d, json))
+}
+
+/// `--fluxo`: what `mensageria_nats::diagnosticar` finds, as problems (a single replica is a
+/// note: right for a laptop).
+async fn verificar_fluxo(nats: &str, fluxo: &str, d: &mut Diagnostico) {
+    let achados = match mensageria_nats::conectar(nats, "mensageria-doctor").await {
+        Ok(js) => mensageria_nats::diagnosticar(&js, fluxo).await,
+        Err(erro) => Err(erro),
+    };
+    let achados = match achados {
+        Ok(achados) => achados,
+        Err(erro) => {
+            d.problemas.push(Problema {
+                codigo: Codigo::TopologiaDoFluxo,
+                tipo: None,
+                apps: Vec::new(),
+                mensagem: format!("stream `{fluxo}` could not be checked: {erro}"),
+            });
+            return;
+        }
+    };
+    if achados.is_empty() {
+        d.notas.push(format!(
+            "stream `{fluxo}`: topology record agrees, every lane and tipo with messages is consumed"
+        ));
+    }
+    for achado in achados {
+        let codigo = match achado.codigo {
+            "stream-single-replica" => {
+                d.notas.push(achado.mensagem);
+                continue;
+            }
+            "lane-unconsumed" => Codigo::FaixaSemConsumidor,
+            "tipo-unconsumed" => Codigo::TipoSemConsumidor,
+            _ => Codigo::TopologiaDoFluxo,
+        };
+        d.problemas.push(Problema {
+            codigo,
+            tipo: None,
+            apps: Vec::new(),
+            mensagem: achado.mensagem,
+        });
+    }
 }
 
 fn concluir(mut d: Diagnostico, json: bool) -> bool {

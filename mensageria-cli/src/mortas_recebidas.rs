@@ -208,7 +208,7 @@ async fn listar(
 /// What `mortas-recebidas reenviar` did.
 #[derive(Debug, Serialize)]
 struct Reenviada {
-    /// The dead letter's message id, forgotten here.
+    /// The dead letter's message id.
     #[serde(rename = "replayed")]
     reenviada: String,
     /// The id the message was published with now.
@@ -220,10 +220,49 @@ struct Reenviada {
     /// Its sequence in the stream.
     #[serde(rename = "stream_sequence")]
     sequencia: u64,
+    /// Its ordering key, for a message of an ordered lane: then every dead letter of the key
+    /// was published again, in the key's order (`key_replayed`), and each is forgotten by the
+    /// receiving app when it applies it.
+    #[serde(rename = "ordering_key", skip_serializing_if = "Option::is_none")]
+    chave_ordem: Option<String>,
+    #[serde(rename = "key_replayed", skip_serializing_if = "Vec::is_empty")]
+    da_chave: Vec<Republicada>,
+}
+
+/// One dead letter of an ordered key published again.
+#[derive(Debug, Serialize)]
+struct Republicada {
+    #[serde(rename = "replayed")]
+    reenviada: String,
+    #[serde(rename = "new_message_id")]
+    nova: String,
+    tipo: String,
+    #[serde(rename = "stream_sequence")]
+    sequencia: u64,
 }
 
 impl Relatorio for Reenviada {
     fn humano(&self) -> String {
+        if let Some(chave) = &self.chave_ordem {
+            return format!(
+                "published the {} receiver-side dead letter(s) of ordering key `{}` of app `{}` \
+                 again, in the key's order ({}): the app applies them in turn and forgets each \
+                 when applied; one refused again holds the key again, as before",
+                self.da_chave.len(),
+                escapar(chave),
+                escapar(&self.app),
+                self.da_chave
+                    .iter()
+                    .map(|r| format!(
+                        "{} as {} (sequence {})",
+                        escapar(&r.reenviada),
+                        r.nova,
+                        r.sequencia
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         format!(
             "published receiver-side dead letter {} of app `{}` again to `{}` as message {} \
              (stream sequence {}), and forgot it here: each receiving app of the subject gets \
@@ -237,15 +276,9 @@ impl Relatorio for Reenviada {
     }
 }
 
-async fn reenviar(
-    conexao: &Conexao,
-    id: Uuid,
-    app: Option<&str>,
-    nats: &str,
-    json: bool,
-) -> Result<(), ErroCli> {
-    let morta = buscar(conexao, id, app).await?;
-    let assunto = morta
+/// The subject a dead letter came from, if it can be published there again.
+fn assunto_de(morta: &MortaRecebida) -> Result<String, ErroCli> {
+    morta
         .origem
         .strip_prefix("nats:")
         .and_then(|resto| resto.split_once(':'))
@@ -262,9 +295,59 @@ async fn reenviar(
                     escapar(&morta.origem)
                 )
             },
+        })
+}
+
+async fn reenviar(
+    conexao: &Conexao,
+    id: Uuid,
+    app: Option<&str>,
+    nats: &str,
+    json: bool,
+) -> Result<(), ErroCli> {
+    let morta = buscar(conexao, id, app).await?;
+    let assunto = assunto_de(&morta)?;
+    // Credentials in the URLs reach the client, never a message.
+    let js = mensageria_nats::conectar(nats, "mensageria-cli")
+        .await
+        .map_err(|erro| ErroCli::Reenvio {
+            motivo: erro.to_string(),
         })?;
+    if let Some(chave) = morta.chave_ordem.clone() {
+        // The key's dead letters go together, in the key's order, the first one first; the
+        // receiving app forgets each as it applies it (a later one stays held until then).
+        let da_chave = nos_dois!(conexao, pool => operacoes::mortas_recebidas_da_chave(pool, &morta.app, &chave).await?);
+        let mut republicadas = Vec::with_capacity(da_chave.len());
+        for outra in &da_chave {
+            let nova = Uuid::now_v7();
+            let sequencia = publicar_de_novo(&js, &assunto_de(outra)?, outra, nova).await?;
+            republicadas.push(Republicada {
+                reenviada: outra.id_mensagem.to_string(),
+                nova: nova.to_string(),
+                tipo: outra.tipo.clone(),
+                sequencia,
+            });
+        }
+        let primeira = republicadas
+            .first()
+            .map_or((String::new(), 0), |r| (r.nova.clone(), r.sequencia));
+        imprimir(
+            &Reenviada {
+                reenviada: id.to_string(),
+                nova: primeira.0,
+                app: morta.app,
+                tipo: morta.tipo,
+                subject: assunto,
+                sequencia: primeira.1,
+                chave_ordem: Some(chave),
+                da_chave: republicadas,
+            },
+            json,
+        );
+        return Ok(());
+    }
     let nova = Uuid::now_v7();
-    let sequencia = publicar_de_novo(nats, &assunto, &morta, nova).await?;
+    let sequencia = publicar_de_novo(&js, &assunto, &morta, nova).await?;
     // Published: it is in the stream again. Forgotten here only now, so a failure above keeps it.
     nos_dois!(conexao, pool => operacoes::descartar_morta_recebida(pool, &morta.app, id).await?);
     imprimir(
@@ -275,24 +358,24 @@ async fn reenviar(
             tipo: morta.tipo,
             subject: assunto,
             sequencia,
+            chave_ordem: None,
+            da_chave: Vec::new(),
         },
         json,
     );
     Ok(())
 }
 
-/// Publishes `morta`'s payload to `assunto` as message `nova`; its stream sequence.
+/// Publishes `morta`'s payload to `assunto` as message `nova`; its stream sequence. A dead
+/// letter of an ordered lane keeps its key (`ce-partitionkey`) and its place in it
+/// (`Mensageria-Sequencia-Original`).
 async fn publicar_de_novo(
-    nats: &str,
+    js: &mensageria_nats::async_nats::jetstream::Context,
     assunto: &str,
     morta: &MortaRecebida,
     nova: Uuid,
 ) -> Result<u64, ErroCli> {
     let falha = |motivo: String| ErroCli::Reenvio { motivo };
-    // Credentials in the URLs reach the client, never a message.
-    let js = mensageria_nats::conectar(nats, "mensageria-cli")
-        .await
-        .map_err(|erro| falha(erro.to_string()))?;
     let mut cabecalhos = mensageria_nats::async_nats::HeaderMap::new();
     cabecalhos.insert("Nats-Msg-Id", nova.to_string().as_str());
     cabecalhos.insert("ce-id", nova.to_string().as_str());
@@ -301,6 +384,13 @@ async fn publicar_de_novo(
         "Mensageria-Reenvio-De",
         morta.id_mensagem.to_string().as_str(),
     );
+    if let (Some(chave), Some(sequencia)) = (&morta.chave_ordem, morta.sequencia) {
+        cabecalhos.insert("ce-partitionkey", chave.as_str());
+        cabecalhos.insert(
+            "Mensageria-Sequencia-Original",
+            sequencia.to_string().as_str(),
+        );
+    }
     for (nome, valor) in [
         ("x-correlation-id", &morta.correlacao),
         ("traceparent", &morta.traceparent),

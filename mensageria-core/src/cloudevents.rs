@@ -4,7 +4,8 @@
 use crate::enviador::ContextoEnvio;
 
 /// The CloudEvents 1.0 attributes of a delivery, as the HTTP binding's binary mode writes them
-/// (header name, value), `ce-time` only when the message id carries a timestamp, and
+/// (header name, value), `ce-time` only when the message id carries a timestamp,
+/// `ce-partitionkey` (the partitioning extension) only for a message with an ordering key, and
 /// `ce-traceparent`/`ce-tracestate` (the distributed-tracing extension) only when the message
 /// was enqueued in a trace ([`crate::rastreamento`]). Every
 /// transport sends these: `Destino` as HTTP headers, a broker publisher as message headers.
@@ -28,6 +29,11 @@ pub fn atributos(ctx: &ContextoEnvio) -> Vec<(&'static str, String)> {
     ];
     if let Some(instante) = enfileirada_em(ctx.id_mensagem()) {
         atributos.push(("ce-time", instante));
+    }
+    // The partitioning extension: an ordered message's ordering key, so a consumer that takes
+    // several keys in one lane (mensageria-nats) knows which key a message holds back.
+    if let Some(chave) = ctx.chave_ordem() {
+        atributos.push(("ce-partitionkey", codificar_atributo(chave)));
     }
     // The distributed-tracing extension: the same context the W3C headers carry, as event
     // attributes, for a consumer that reads only the event.

@@ -205,6 +205,10 @@ pub struct MortaRecebida {
     /// Its stream sequence, when a broker delivered it (a message with no usable id is found by
     /// it; schema 10 on, SQLite 6).
     pub sequencia: Option<i64>,
+    /// The ordering key it travelled with, when it came through an ordered lane (schema 11 on,
+    /// SQLite 7): it holds the key's later messages behind it, and the key's dead letters are
+    /// replayed in `sequencia` order.
+    pub chave_ordem: Option<String>,
 }
 
 /// Keeps one receiver-side dead letter (an event a broker delivered and the receptor refused for
@@ -264,6 +268,26 @@ pub async fn buscar_morta_recebida<DB: Banco>(
             apps: achadas.into_iter().map(|m| m.app).collect(),
         }),
     }
+}
+
+/// The first dead letter of `app` with ordering key `chave` that comes before position
+/// `sequencia` of the key (a later message of the key is held behind it), if there is one.
+pub async fn morta_recebida_que_retem<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    chave: &str,
+    sequencia: i64,
+) -> Result<Option<Uuid>, ErroOperacao> {
+    Ok(DB::morta_recebida_que_retem(pool, app, chave, sequencia).await?)
+}
+
+/// The dead letters of `app` with ordering key `chave`, in the key's order (`sequencia`).
+pub async fn mortas_recebidas_da_chave<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    chave: &str,
+) -> Result<Vec<MortaRecebida>, ErroOperacao> {
+    Ok(DB::mortas_recebidas_da_chave(pool, app, chave).await?)
 }
 
 /// Deletes `app`'s receiver-side dead letter `id_mensagem` for good;

@@ -339,6 +339,7 @@ pub(crate) async fn conferir_ausencia<DB: Banco>(
         traceparent: None,
         tracestate: None,
         sequencia: i64::try_from(de).ok(),
+        chave_ordem: None,
     };
     registrar_perda(pool, &morta).await;
 }

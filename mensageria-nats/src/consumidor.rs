@@ -43,6 +43,7 @@ use mensageria_axum::ReceptorRegistrado;
 use mensageria_axum::recepcao::{Entrada, Veredito};
 use mensageria_core::Banco;
 use mensageria_core::operacoes::{self, MortaRecebida};
+use mensageria_core::ordem::OrdemAposMorta;
 use mensageria_core::sqlx::Pool;
 use serde_json::value::RawValue;
 use tokio::task::JoinSet;
@@ -70,6 +71,7 @@ pub struct Config {
     pub(crate) intervalo_de_verificacao: Duration,
     perder_primeiro_ack: bool,
     inicio: Inicio,
+    ordem_apos_morta: OrdemAposMorta,
 }
 
 /// Where a durable the consumer creates starts in the stream (an existing durable keeps its
@@ -113,7 +115,19 @@ impl Config {
             intervalo_de_verificacao: Duration::from_secs(5),
             perder_primeiro_ack: false,
             inicio: Inicio::Tudo,
+            ordem_apos_morta: OrdemAposMorta::Bloquear,
         }
+    }
+
+    /// What a dead letter of an ordered message does to the later messages of its key in this
+    /// app, as on the HTTP path: [`OrdemAposMorta::Bloquear`] (the default) keeps them as
+    /// `held` dead letters behind it, other keys going on, until an operator replays the key
+    /// (`mensageria mortas-recebidas reenviar`, or `reaplicar_mortas_recebidas` in process: the
+    /// key's dead letters in their order) or discards them; [`OrdemAposMorta::Seguir`] applies
+    /// them as if the dead one had been.
+    pub fn com_ordem_apos_morta(mut self, politica: OrdemAposMorta) -> Self {
+        self.ordem_apos_morta = politica;
+        self
     }
 
     /// Where a durable this consumer creates starts (see [`Inicio`]; [`Inicio::Tudo`] by
@@ -342,7 +356,7 @@ impl<DB: Banco> Consumidor<DB> {
                     pool: self.pool.clone(),
                     consumidor,
                     receptores: Receptores::Um(registrado),
-                    origem: format!("nats:{}:{}", self.fluxo.nome(), faixa.assunto),
+                    origem: format!("nats:{}:", self.fluxo.nome()),
                     lote: faixa.lote,
                     espera: faixa.espera,
                     ack_wait,
@@ -370,7 +384,7 @@ impl<DB: Banco> Consumidor<DB> {
                     por_tipo: Arc::clone(&por_tipo),
                     fluxo: topologia.clone(),
                 },
-                origem: format!("nats:{}:{}", self.fluxo.nome(), faixa.assunto),
+                origem: format!("nats:{}:", self.fluxo.nome()),
                 lote: faixa.lote,
                 espera: faixa.espera,
                 ack_wait,
@@ -557,6 +571,7 @@ struct Laco<DB: Banco> {
     pool: Pool<DB>,
     consumidor: Consumer<pull::Config>,
     receptores: Receptores,
+    /// `nats:{stream}:`, the start of a dead letter's origin (its subject follows).
     origem: String,
     lote: usize,
     espera: Duration,
@@ -729,6 +744,30 @@ impl<DB: Banco> Laco<DB> {
             }
         };
         let tipo = registrado.tipo;
+        if let Receptores::DaFaixa { .. } = self.receptores
+            && let Some(retida) = self.retida(&mensagens[0]).await
+        {
+            // An ordered lane's batch is its one message.
+            match retida {
+                Ok(motivo) => {
+                    let resposta = self
+                        .terminar_morta(&mensagens[0], tipo, "held", &motivo)
+                        .await;
+                    self.resolver(resposta);
+                    return false;
+                }
+                Err(erro) => {
+                    let veredito = Veredito::Adiar {
+                        codigo: "database",
+                        motivo: erro,
+                        tentar_apos: None,
+                    };
+                    self.liquidar(&mensagens[0], tipo, veredito, Some(banco_fora + 1))
+                        .await;
+                    return true;
+                }
+            }
+        }
         let mut vereditos: Vec<Option<Veredito>> = vec![None; mensagens.len()];
         let mut entradas = Vec::with_capacity(mensagens.len());
         let mut posicoes = Vec::with_capacity(mensagens.len());
@@ -807,7 +846,10 @@ impl<DB: Banco> Laco<DB> {
             {
                 Ok(()) // the fault test's lost ack: never sent
             }
-            Veredito::Confirmar { .. } => mensagem.ack().await,
+            Veredito::Confirmar { .. } => {
+                self.esquecer_reenviada(mensagem).await;
+                mensagem.ack().await
+            }
             Veredito::Rejeitar { codigo, motivo } => {
                 self.terminar_morta(mensagem, tipo, codigo, &motivo).await
             }
@@ -880,6 +922,48 @@ impl<DB: Banco> Laco<DB> {
         })
     }
 
+    /// Under [`OrdemAposMorta::Bloquear`], whether an ordered message waits behind a dead letter
+    /// of its key in this app: `Some(Ok(why))` when it does, `Some(Err(..))` when the database
+    /// could not say, `None` when it goes on.
+    async fn retida(&self, mensagem: &Message) -> Option<Result<String, String>> {
+        if self.config.ordem_apos_morta != OrdemAposMorta::Bloquear {
+            return None;
+        }
+        let chave = cabecalho(mensagem, "ce-partitionkey")?;
+        let posicao = posicao_na_chave(mensagem)?;
+        match operacoes::morta_recebida_que_retem(&self.pool, &self.config.app, chave, posicao)
+            .await
+        {
+            Ok(None) => None,
+            Ok(Some(id)) => Some(Ok(format!(
+                "an earlier message of its ordering key `{chave}` is a dead letter ({id}): it waits \
+                 behind it (OrdemAposMorta::Bloquear); `mensageria mortas-recebidas reenviar {id}` \
+                 replays the key's dead letters in order, `descartar` drops one"
+            ))),
+            Err(erro) => Some(Err(erro.to_string())),
+        }
+    }
+
+    /// A replayed dead letter (`Mensageria-Reenvio-De`) was applied: its record goes, so the
+    /// key's next one is no longer held behind it.
+    async fn esquecer_reenviada(&self, mensagem: &Message) {
+        let Some(id) =
+            cabecalho(mensagem, "Mensageria-Reenvio-De").and_then(|id| Uuid::parse_str(id).ok())
+        else {
+            return;
+        };
+        // Another app of the subject (fan-out) gets the replay too, and has no such record.
+        if let Err(erro) =
+            operacoes::descartar_morta_recebida(&self.pool, &self.config.app, id).await
+            && !matches!(
+                erro,
+                operacoes::ErroOperacao::MortaRecebidaNaoEncontrada { .. }
+            )
+        {
+            tracing::warn!(app = %self.config.app, %id, error = %erro, "mensageria nats: a replayed dead letter was applied but its record stays; discard it");
+        }
+    }
+
     /// Keeps a message in the receiving side's dead letters, then terminates it; if it cannot be
     /// kept, it is redelivered later instead (never terminated unrecorded).
     async fn terminar_morta(
@@ -923,10 +1007,15 @@ impl<DB: Banco> Laco<DB> {
     fn morta(&self, mensagem: &Message, tipo: &str, codigo: &str, motivo: &str) -> MortaRecebida {
         MortaRecebida {
             app: self.config.app.clone(),
-            // A message without a usable id gets one of its own, so it is kept like the others.
-            id_mensagem: id_da_mensagem(mensagem).unwrap_or_else(Uuid::now_v7),
+            // A replay is kept under the dead letter it replays (its place in its key included);
+            // a message without a usable id gets one of its own, so it is kept like the others.
+            id_mensagem: cabecalho(mensagem, "Mensageria-Reenvio-De")
+                .and_then(|id| Uuid::parse_str(id).ok())
+                .or_else(|| id_da_mensagem(mensagem))
+                .unwrap_or_else(Uuid::now_v7),
             tipo: tipo.to_owned(),
-            origem: self.origem.clone(),
+            // The message's own subject: an ordered lane's durable takes a wildcard.
+            origem: format!("{}{}", self.origem, mensagem.subject),
             payload: String::from_utf8_lossy(&mensagem.payload).into_owned(),
             correlacao: cabecalho(mensagem, "x-correlation-id").map(str::to_owned),
             motivo: format!("{codigo}: {motivo}"),
@@ -934,10 +1023,8 @@ impl<DB: Banco> Laco<DB> {
             morta_em_ms: 0,
             traceparent: cabecalho(mensagem, "traceparent").map(str::to_owned),
             tracestate: cabecalho(mensagem, "tracestate").map(str::to_owned),
-            sequencia: mensagem
-                .info()
-                .ok()
-                .and_then(|info| i64::try_from(info.stream_sequence).ok()),
+            sequencia: posicao_na_chave(mensagem),
+            chave_ordem: cabecalho(mensagem, "ce-partitionkey").map(str::to_owned),
         }
     }
 }
@@ -971,6 +1058,19 @@ fn ler<'m>(mensagem: &'m Message, tipo: &str) -> Result<Entrada<'m>, Veredito> {
         tracestate: cabecalho(mensagem, "tracestate").map(str::to_owned),
         payload,
     })
+}
+
+/// A message's place: its stream sequence, or, for a replayed dead letter, the sequence it had
+/// (`Mensageria-Sequencia-Original`), so a replay keeps its place in its key.
+fn posicao_na_chave(mensagem: &Message) -> Option<i64> {
+    cabecalho(mensagem, "Mensageria-Sequencia-Original")
+        .and_then(|sequencia| sequencia.parse().ok())
+        .or_else(|| {
+            mensagem
+                .info()
+                .ok()
+                .and_then(|info| i64::try_from(info.stream_sequence).ok())
+        })
 }
 
 fn cabecalho<'m>(mensagem: &'m Message, nome: &str) -> Option<&'m str> {

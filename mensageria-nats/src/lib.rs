@@ -16,6 +16,7 @@
 mod acompanhamento;
 mod conexao;
 mod consumidor;
+mod diagnostico;
 mod erro;
 mod expiracao;
 mod fluxo;
@@ -25,6 +26,7 @@ mod topologia;
 
 pub use conexao::{conectar, opcoes_de_conexao, servidores};
 pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle, Inicio};
+pub use diagnostico::{Achado, diagnosticar};
 pub use erro::ErroNats;
 pub use fluxo::{Armazenamento, Fluxo, Retencao};
 pub use publicador::Publicador;

@@ -184,6 +184,7 @@ pub(crate) async fn plantar_morta_recebida_com_id(
         traceparent: None,
         tracestate: None,
         sequencia: Some(7),
+        chave_ordem: None,
     })
     .await;
 }

@@ -444,3 +444,61 @@ async fn plantar_e_reexecutar(db: &impl Alvo) {
         "{d:#}"
     );
 }
+
+nos_dois_bancos! {
+    /// `doctor --fluxo`: a stream's tipos and ordered lanes with messages no durable consumes,
+    /// and a stream an operator made that has no topology record yet, are problems; a single
+    /// replica is a note.
+    async fn doctor_ve_o_que_o_fluxo_guarda_sem_consumidor(db) {
+        use mensageria_nats::async_nats::jetstream::{consumer::pull, stream};
+        use mensageria_testes::nats as bancada;
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let url = bancada::url_compartilhada();
+        let js = bancada::conectar(&url).await;
+        let fluxo = bancada::fluxo_proprio(&js, std::time::Duration::from_secs(120)).await;
+        let saudavel = diagnosticar(&db, &["--fluxo", fluxo.nome(), "--nats", &url], 0);
+        let notas = saudavel["notes"].to_string();
+        assert!(notas.contains("has one replica") && notas.contains("every lane and tipo with messages is consumed"), "{notas}");
+
+        let prefixo = fluxo.prefixo().to_owned();
+        js.get_stream(fluxo.nome())
+            .await
+            .unwrap()
+            .create_consumer(pull::Config {
+                durable_name: Some("estoque__pedido".into()),
+                filter_subject: format!("{prefixo}.pedido.criado"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for assunto in [
+            format!("{prefixo}.pedido.criado"),
+            format!("{prefixo}.ninguem.recebe"),
+            fluxo.assunto_ordenado("pedido.criado", "pedido:7"),
+        ] {
+            js.publish(assunto, "{}".into()).await.unwrap().await.unwrap();
+        }
+        let d = diagnosticar(&db, &["--fluxo", fluxo.nome(), "--nats", &url], 1);
+        let codigos: Vec<String> = problemas(&d).into_iter().map(|(codigo, _, _)| codigo).collect();
+        assert_eq!(codigos, [s("lane-unconsumed"), s("tipo-unconsumed")], "{d:#}");
+        let texto = d["problems"].to_string();
+        assert!(texto.contains("tipo `ninguem.recebe`") && texto.contains("_ordem."), "{texto}");
+        js.delete_stream(fluxo.nome()).await.unwrap();
+
+        // Made by hand, never seen by an app: no record.
+        let nome = format!("SEMREG{}", uuid::Uuid::now_v7().simple());
+        js.create_stream(stream::Config {
+            name: nome.clone(),
+            subjects: vec![format!("{}.>", nome.to_lowercase())],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let d = diagnosticar(&db, &["--fluxo", &nome, "--nats", &url], 1);
+        assert_eq!(problemas(&d)[0].0, "stream-topology", "{d:#}");
+        assert!(d["problems"].to_string().contains("no topology record"), "{d:#}");
+        js.delete_stream(&nome).await.unwrap();
+        let ausente = diagnosticar(&db, &["--fluxo", &nome, "--nats", &url], 1);
+        assert!(ausente["problems"].to_string().contains("does not exist"), "{ausente:#}");
+    }
+}

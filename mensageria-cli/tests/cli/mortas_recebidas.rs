@@ -226,6 +226,7 @@ nos_dois_bancos! {
             traceparent: None,
             tracestate: None,
             sequencia: Some(1),
+            chave_ordem: None,
         };
         let id = uuid::Uuid::now_v7();
         db.registrar_morta_recebida(&morta(id, MOTIVO)).await;

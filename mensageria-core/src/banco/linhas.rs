@@ -276,6 +276,7 @@ pub(crate) type LinhaMortaRecebida<Id> = (
     Option<String>,
     Option<String>,
     Option<i64>,
+    Option<String>,
 );
 
 pub(crate) fn mortas_recebidas<Id>(
@@ -298,6 +299,7 @@ pub(crate) fn mortas_recebidas<Id>(
                 traceparent,
                 tracestate,
                 sequencia,
+                chave_ordem,
             )| {
                 MortaRecebida {
                     app,
@@ -312,6 +314,7 @@ pub(crate) fn mortas_recebidas<Id>(
                     traceparent,
                     tracestate,
                     sequencia,
+                    chave_ordem,
                 }
             },
         )

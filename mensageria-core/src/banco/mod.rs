@@ -48,6 +48,12 @@ const SQL_MORTAS_POR_TIPO: &str = "SELECT tipo, CAST(count(*) AS BIGINT) FROM me
 const SQL_MORTAS_RECEBIDAS_POR_TIPO: &str = "SELECT app, tipo, CAST(count(*) AS BIGINT) \
      FROM mensageria_mortas_recebidas GROUP BY app, tipo ORDER BY app, tipo";
 
+/// The first dead letter of an app and ordering key before a position of the key (one probe of
+/// `mensageria_mortas_recebidas_por_chave`; a row without a position counts as before).
+pub(crate) const SQL_MORTA_QUE_RETEM: &str = "SELECT id_mensagem FROM mensageria_mortas_recebidas \
+     WHERE app = $1 AND chave_ordem = $2 AND (sequencia IS NULL OR sequencia < $3) \
+     ORDER BY sequencia LIMIT 1";
+
 /// Whether app `$1` holds a dedup record written by message `$2` (same text on both backends).
 const SQL_RECEBIDA_POR_ID: &str = "SELECT EXISTS (SELECT 1 FROM mensageria_recebidas \
      WHERE app = $1 AND id_mensagem = $2)";
@@ -532,6 +538,22 @@ pub(crate) mod interno {
             pool: &Pool<Self>,
             id_mensagem: Uuid,
             app: Option<&str>,
+        ) -> impl Future<Output = Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error>> + Send;
+
+        /// The first receiver-side dead letter of `app` and ordering key `chave` placed before
+        /// `sequencia`, if any.
+        fn morta_recebida_que_retem(
+            pool: &Pool<Self>,
+            app: &str,
+            chave: &str,
+            sequencia: i64,
+        ) -> impl Future<Output = Result<Option<Uuid>, sqlx::Error>> + Send;
+
+        /// The receiver-side dead letters of `app` and ordering key `chave`, in the key's order.
+        fn mortas_recebidas_da_chave(
+            pool: &Pool<Self>,
+            app: &str,
+            chave: &str,
         ) -> impl Future<Output = Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error>> + Send;
 
         /// Deletes `app`'s receiver-side dead letter `id_mensagem`; returns how many rows went.

@@ -1017,8 +1017,8 @@ impl BancoInterno for Postgres {
         let r = sqlx::query(
             "INSERT INTO mensageria_mortas_recebidas \
                  (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                  traceparent, tracestate, sequencia) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                  traceparent, tracestate, sequencia, chave_ordem) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              ON CONFLICT (app, id_mensagem) DO NOTHING",
         )
         .bind(&morta.app)
@@ -1032,6 +1032,7 @@ impl BancoInterno for Postgres {
         .bind(&morta.traceparent)
         .bind(&morta.tracestate)
         .bind(morta.sequencia)
+        .bind(&morta.chave_ordem)
         .execute(pool)
         .await?;
         Ok(r.rows_affected() == 1)
@@ -1044,7 +1045,7 @@ impl BancoInterno for Postgres {
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         let linhas: Vec<linhas::LinhaMortaRecebida<uuid::Uuid>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate, sequencia \
+                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate, sequencia, chave_ordem \
              FROM mensageria_mortas_recebidas WHERE $1::text IS NULL OR app = $1 \
              ORDER BY morta_em DESC, id DESC LIMIT $2",
         )
@@ -1062,12 +1063,45 @@ impl BancoInterno for Postgres {
     ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
         let linhas: Vec<linhas::LinhaMortaRecebida<uuid::Uuid>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate, sequencia \
+                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate, sequencia, chave_ordem \
              FROM mensageria_mortas_recebidas \
              WHERE id_mensagem = $1 AND ($2::text IS NULL OR app = $2) ORDER BY app",
         )
         .bind(id_mensagem)
         .bind(app)
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::mortas_recebidas(linhas, |id| id))
+    }
+
+    async fn morta_recebida_que_retem(
+        pool: &PgPool,
+        app: &str,
+        chave: &str,
+        sequencia: i64,
+    ) -> Result<Option<uuid::Uuid>, sqlx::Error> {
+        sqlx::query_scalar(super::SQL_MORTA_QUE_RETEM)
+            .bind(app)
+            .bind(chave)
+            .bind(sequencia)
+            .fetch_optional(pool)
+            .await
+    }
+
+    async fn mortas_recebidas_da_chave(
+        pool: &PgPool,
+        app: &str,
+        chave: &str,
+    ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
+        let linhas: Vec<linhas::LinhaMortaRecebida<uuid::Uuid>> = sqlx::query_as(
+            "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                 (extract(epoch FROM morta_em) * 1000)::bigint, traceparent, tracestate, \
+                 sequencia, chave_ordem \
+             FROM mensageria_mortas_recebidas WHERE app = $1 AND chave_ordem = $2 \
+             ORDER BY sequencia NULLS FIRST, id",
+        )
+        .bind(app)
+        .bind(chave)
         .fetch_all(pool)
         .await?;
         Ok(linhas::mortas_recebidas(linhas, |id| id))

@@ -879,8 +879,8 @@ impl BancoInterno for Sqlite {
         let r = sqlx::query(
             "INSERT INTO mensageria_mortas_recebidas \
                  (app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                  traceparent, tracestate, sequencia) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                  traceparent, tracestate, sequencia, chave_ordem) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              ON CONFLICT (app, id_mensagem) DO NOTHING",
         )
         .bind(&morta.app)
@@ -894,6 +894,7 @@ impl BancoInterno for Sqlite {
         .bind(&morta.traceparent)
         .bind(&morta.tracestate)
         .bind(morta.sequencia)
+        .bind(&morta.chave_ordem)
         .execute(pool)
         .await?;
         Ok(r.rows_affected() == 1)
@@ -907,7 +908,7 @@ impl BancoInterno for Sqlite {
         // The message id is stored as text here.
         let linhas: Vec<linhas::LinhaMortaRecebida<String>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                     morta_em, traceparent, tracestate, sequencia \
+                     morta_em, traceparent, tracestate, sequencia, chave_ordem \
                  FROM mensageria_mortas_recebidas WHERE $1 IS NULL OR app = $1 \
                  ORDER BY morta_em DESC, id DESC LIMIT $2",
         )
@@ -928,7 +929,7 @@ impl BancoInterno for Sqlite {
         // The message id is stored as text here; it is the one asked for.
         let linhas: Vec<linhas::LinhaMortaRecebida<String>> = sqlx::query_as(
             "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
-                 morta_em, traceparent, tracestate, sequencia \
+                 morta_em, traceparent, tracestate, sequencia, chave_ordem \
              FROM mensageria_mortas_recebidas \
              WHERE id_mensagem = $1 AND ($2 IS NULL OR app = $2) ORDER BY app",
         )
@@ -937,6 +938,42 @@ impl BancoInterno for Sqlite {
         .fetch_all(pool)
         .await?;
         Ok(linhas::mortas_recebidas(linhas, |_| id_mensagem))
+    }
+
+    async fn morta_recebida_que_retem(
+        pool: &SqlitePool,
+        app: &str,
+        chave: &str,
+        sequencia: i64,
+    ) -> Result<Option<uuid::Uuid>, sqlx::Error> {
+        let id: Option<String> = sqlx::query_scalar(super::SQL_MORTA_QUE_RETEM)
+            .bind(app)
+            .bind(chave)
+            .bind(sequencia)
+            .fetch_optional(pool)
+            .await?;
+        Ok(id.map(|id| uuid::Uuid::parse_str(&id).unwrap_or_default()))
+    }
+
+    async fn mortas_recebidas_da_chave(
+        pool: &SqlitePool,
+        app: &str,
+        chave: &str,
+    ) -> Result<Vec<crate::operacoes::MortaRecebida>, sqlx::Error> {
+        // SQLite sorts NULLs first.
+        let linhas: Vec<linhas::LinhaMortaRecebida<String>> = sqlx::query_as(
+            "SELECT app, id_mensagem, tipo, origem, payload, correlacao, motivo, entregas, \
+                 morta_em, traceparent, tracestate, sequencia, chave_ordem \
+             FROM mensageria_mortas_recebidas WHERE app = $1 AND chave_ordem = $2 \
+             ORDER BY sequencia, id",
+        )
+        .bind(app)
+        .bind(chave)
+        .fetch_all(pool)
+        .await?;
+        Ok(linhas::mortas_recebidas(linhas, |id| {
+            uuid::Uuid::parse_str(&id).unwrap_or_default()
+        }))
     }
 
     async fn descartar_morta_recebida(

@@ -239,7 +239,13 @@ impl<DB: Banco> Entrega<DB> {
             self.confirmacoes
                 .confirmar(&self.pool, linha.id, self.token)
         };
-        liquidar(confirmar, Desfecho::Entregue).await
+        let desfecho = liquidar(confirmar, Desfecho::Entregue).await;
+        if linha.chave_ordem.is_some() && matches!(desfecho, Desfecho::Entregue) {
+            // The key's next step became the head of its key: claim it now, not at the next
+            // poll (a key advances as fast as its steps are settled).
+            super::acordar();
+        }
+        desfecho
     }
 
     /// A probe of a destination that is down: try again at the circuit's pace, and give the
