@@ -299,3 +299,59 @@ fn a_ajuda_nao_mostra_valores_do_ambiente() {
     assert!(texto.contains("[env: MENSAGERIA_SCHEMA]"), "{texto}");
     assert!(!texto.contains("senha") && !texto.contains("=]"), "{texto}");
 }
+
+nos_dois_bancos! {
+    /// `reenviar` of a dead letter of an ordered lane publishes every dead letter of its key
+    /// again, in the key's order (whichever of them is named), each with its key and place; the
+    /// receiving app forgets each as it applies it, so none is deleted here.
+    async fn reenviar_de_uma_chave_vai_em_ordem(db) {
+        use mensageria_testes::nats as bancada;
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let url = bancada::url_compartilhada();
+        let js = bancada::conectar(&url).await;
+        let fluxo = bancada::fluxo_proprio(&js, std::time::Duration::from_secs(120)).await;
+        let assunto = fluxo.assunto_ordenado("pedido.criado", "pedido:7");
+        let ids: Vec<uuid::Uuid> = (0..3).map(|_| uuid::Uuid::now_v7()).collect();
+        // Recorded out of order: the key's order is their place (`sequencia`), not the record's.
+        for (id, sequencia, motivo) in [(ids[2], 9, "held: behind"), (ids[0], 5, "rejected: no"), (ids[1], 7, "held: behind")] {
+            db.registrar_morta_recebida(&mensageria_core::operacoes::MortaRecebida {
+                app: "estoque".to_owned(),
+                id_mensagem: id,
+                tipo: "pedido.criado".to_owned(),
+                origem: format!("nats:{}:{assunto}", fluxo.nome()),
+                payload: format!(r#"{{"passo":{sequencia}}}"#),
+                correlacao: None,
+                motivo: motivo.to_owned(),
+                entregas: 1,
+                morta_em_ms: 0,
+                traceparent: None,
+                tracestate: None,
+                sequencia: Some(sequencia),
+                chave_ordem: Some("pedido:7".to_owned()),
+            })
+            .await;
+        }
+        let feito = db.json_de(&["mortas-recebidas", "reenviar", &ids[1].to_string(), "--nats", &url]);
+        assert_eq!(feito["ordering_key"], "pedido:7", "{feito:#}");
+        let da_chave = feito["key_replayed"].as_array().unwrap();
+        let reenviadas: Vec<&str> = da_chave.iter().map(|r| r["replayed"].as_str().unwrap()).collect();
+        assert_eq!(reenviadas, ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().iter().map(String::as_str).collect::<Vec<_>>(), "in the key's order");
+        assert_eq!(contar(&db.pool, "mensageria_mortas_recebidas").await, 3, "forgotten by the app as applied, not here");
+        let stream = js.get_stream(fluxo.nome()).await.unwrap();
+        let mut anterior = 0;
+        for (r, sequencia_original) in da_chave.iter().zip([5, 7, 9]) {
+            let sequencia = r["stream_sequence"].as_u64().unwrap();
+            assert!(sequencia > anterior, "published in order");
+            anterior = sequencia;
+            let publicada = stream.get_raw_message(sequencia).await.unwrap();
+            assert_eq!(publicada.subject.as_str(), assunto);
+            let cabecalho = |nome: &str| publicada.headers.get(nome).map(|v| v.as_str().to_owned());
+            assert_eq!(cabecalho("ce-partitionkey").as_deref(), Some("pedido:7"));
+            assert_eq!(cabecalho("Mensageria-Sequencia-Original"), Some(sequencia_original.to_string()));
+            assert_eq!(cabecalho("Mensageria-Reenvio-De").as_deref(), r["replayed"].as_str());
+        }
+        let humano = db.mensageria(&["mortas-recebidas", "reenviar", &ids[0].to_string(), "--nats", &url]).assert().success();
+        assert!(stdout(&humano).contains("3 receiver-side dead letter(s) of ordering key `pedido:7`"), "{}", stdout(&humano));
+        js.delete_stream(fluxo.nome()).await.unwrap();
+    }
+}
