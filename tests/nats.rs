@@ -913,6 +913,9 @@ async fn publicar_etapa(evento: Etapa, ctx: &ContextoEnvio) -> Result<(), FalhaE
     ctx.exigir::<Publicador>()?.publicar(&evento, ctx).await
 }
 
+/// Whether key 3000's step 1 fails temporarily (the parked-key test).
+static FALHA_3000: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 /// Whether the held-key test has fixed the cause of its keys' refusals.
 static CHAVE_CURADA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -936,7 +939,10 @@ async fn aplicar_passo(
 ) -> Result<(), Rejeicao> {
     // Keys from 1000 on are other tests'; from 2000 on, the held-key test's: step 2 of every
     // hundredth key is refused for good until it is cured.
-    if chave >= 2000
+    if chave == 3000 && passo == 1 && FALHA_3000.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(Rejeicao::temporaria("a dependency of key 3000 is down"));
+    }
+    if (2000..3000).contains(&chave)
         && chave % 100 == 0
         && passo == 2
         && !CHAVE_CURADA.load(std::sync::atomic::Ordering::Relaxed)
@@ -1333,6 +1339,93 @@ async fn uma_morta_retem_a_sua_chave_e_o_reenvio_vai_em_ordem() {
     assert!(consumidor.shutdown(Duration::from_secs(10)).await);
     let depois = passos_por_chave(&receptor.pool).await;
     for chave in chaves.iter().copied().chain([2200]) {
+        let todos: Vec<i64> = (0..6).collect();
+        assert_eq!(
+            depois.get(&chave),
+            Some(&todos),
+            "key {chave}: once each, in order"
+        );
+    }
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uma_chave_que_falha_estaciona_e_as_outras_andam() {
+    // One ordered lane for ten keys × six steps; key 3000's step 1 fails temporarily until its
+    // dependency comes back. After 3 deliveries it is parked (a `parked` dead letter, steps 2–5
+    // held behind it) and the lane goes on: the other nine keys apply every step meanwhile. When
+    // the dependency is back, the consumer applies the parked key by itself, in order. Before:
+    // the lane waited for each redelivery of the failing step (up to 25, the backoff doubling to
+    // 5 min), and every other key of the lane with it.
+    let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(1)).await;
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    mensageria_core::migrar(&receptor.pool).await.unwrap();
+    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
+        .execute(&receptor.pool)
+        .await
+        .unwrap();
+    let config = config_consumidor("estaciona")
+        .com_tipos(["nats.passo", "nats.etapa"])
+        .com_intervalo_de_verificacao(Duration::from_millis(200));
+    let consumidor = bancada
+        .consumidor(&receptor.pool, config)
+        .spawn()
+        .await
+        .unwrap();
+    let inicio = std::time::Instant::now();
+    entregar_passos(&bancada, &emissor, 3000..3010, 6).await;
+    esperar_valor(
+        "the nine other keys, while key 3000 fails",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || passos_aplicados(&receptor.pool),
+        |&n| n >= 9 * 6 + 1,
+    )
+    .await;
+    let outras = inicio.elapsed();
+    let mortas = operacoes::mortas_recebidas_da_chave(&receptor.pool, "estaciona", "h3000")
+        .await
+        .unwrap();
+    let motivos: Vec<&str> = mortas
+        .iter()
+        .map(|m| m.motivo.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        motivos,
+        ["parked", "held", "held", "held", "held"],
+        "{mortas:#?}"
+    );
+    assert_eq!(
+        passos_por_chave(&receptor.pool).await.get(&3000),
+        Some(&vec![0])
+    );
+
+    FALHA_3000.store(false, std::sync::atomic::Ordering::Relaxed);
+    esperar_valor(
+        "key 3000 applied by the consumer itself once its dependency is back",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || async {
+            let mortas = operacoes::mortas_recebidas_da_chave(&receptor.pool, "estaciona", "h3000");
+            (
+                mortas.await.unwrap().len(),
+                passos_aplicados(&receptor.pool).await,
+            )
+        },
+        |&(mortas, aplicados)| mortas == 0 && aplicados >= 10 * 6,
+    )
+    .await;
+    println!(
+        "one lane, key 3000 failing: the nine other keys applied all their steps {outras:?} after \
+         the start; key 3000 parked, then applied in order {:?} after the start",
+        inicio.elapsed()
+    );
+    assert!(consumidor.shutdown(Duration::from_secs(10)).await);
+    let depois = passos_por_chave(&receptor.pool).await;
+    for chave in 3000..3010 {
         let todos: Vec<i64> = (0..6).collect();
         assert_eq!(
             depois.get(&chave),

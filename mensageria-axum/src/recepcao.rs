@@ -229,15 +229,38 @@ pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
         if !chaves_vistas.insert(chave.clone()) {
             continue;
         }
-        let da_chave = operacoes::mortas_recebidas_da_chave(pool, app, &chave).await?;
-        for (posicao, morta) in da_chave.iter().enumerate() {
-            if !reaplicar_uma(pool, app, morta, &mut feito).await? {
-                feito.mantidas += da_chave.len() - posicao - 1;
-                break;
-            }
-        }
+        reaplicar_em_ordem(pool, app, &chave, &mut feito).await?;
     }
     Ok(feito)
+}
+
+/// Replays the dead letters of `app` with ordering key `chave` in the key's order, up to the
+/// first refused again (the rest stay held behind it): what a JetStream consumer does by itself,
+/// with a backoff, for a key whose message it parked after temporary failures.
+pub async fn reaplicar_chave<DB: mensageria_core::Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    chave: &str,
+) -> Result<Reaplicacao, mensageria_core::Erro> {
+    let mut feito = Reaplicacao::default();
+    reaplicar_em_ordem(pool, app, chave, &mut feito).await?;
+    Ok(feito)
+}
+
+async fn reaplicar_em_ordem<DB: mensageria_core::Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+    chave: &str,
+    feito: &mut Reaplicacao,
+) -> Result<(), mensageria_core::Erro> {
+    let da_chave = operacoes::mortas_recebidas_da_chave(pool, app, chave).await?;
+    for (posicao, morta) in da_chave.iter().enumerate() {
+        if !reaplicar_uma(pool, app, morta, feito).await? {
+            feito.mantidas += da_chave.len() - posicao - 1;
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Replays one dead letter; whether it was applied (and forgotten).

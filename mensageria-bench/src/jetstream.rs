@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config as ConfigRelay, Relay, RelayHandle};
 use mensageria_core::{ContextoEnvio, FalhaEnvio, enfileirar, enviador};
-use mensageria_nats::async_nats::{self, jetstream};
+use mensageria_nats::async_nats::jetstream;
 use mensageria_nats::{ConfigConsumidor, Consumidor, Fluxo, Publicador};
 use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, Transaction};
@@ -58,17 +58,14 @@ fn nats_url() -> String {
     std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
 }
 
-/// A connection of its own, as a separate process would have.
-async fn conectar(nome: &str) -> jetstream::Context {
-    let url = nats_url();
-    let cliente = async_nats::ConnectOptions::new()
-        .name(nome)
-        .connect(&url)
+/// A connection of its own to the servers of `url` (a comma-separated list), as a separate
+/// process would have.
+async fn conectar(url: &str, nome: &str) -> jetstream::Context {
+    mensageria_nats::conectar(url, nome)
         .await
         .unwrap_or_else(|erro| {
             panic!("nats-server with JetStream at {url} (scripts/test starts it): {erro}")
-        });
-    jetstream::new(cliente)
+        })
 }
 
 /// A receiving app: its schema, its pool and its NATS connection.
@@ -80,7 +77,7 @@ struct App {
 }
 
 impl App {
-    async fn nova(nome: &str) -> Self {
+    async fn nova(nome: &str, url: &str) -> Self {
         let pg = Pg::novo().await;
         let pool = pg.pool(CONEXOES_POR_APP).await;
         for sql in [
@@ -93,7 +90,7 @@ impl App {
             nome: nome.to_owned(),
             pg,
             pool,
-            js: conectar(nome).await,
+            js: conectar(url, nome).await,
         }
     }
 
@@ -124,7 +121,7 @@ impl App {
 
 /// The sending app (producers and relay in a schema of their own, its NATS connection) and the
 /// receiving apps.
-struct Bancada {
+pub(crate) struct Bancada {
     envio: Pg,
     produtores: PgPool,
     leitura: PgPool,
@@ -133,57 +130,103 @@ struct Bancada {
 }
 
 /// What one JetStream run saw.
-struct Rodada {
+pub(crate) struct Rodada {
     produzidas: f64,
     /// Events each receiving app applied per second, from the producers' start until every app
     /// had committed every event.
-    entregues: f64,
+    pub(crate) entregues: f64,
     backlog: f64,
     /// The most events one app had still to apply when the producers stopped (the saída's
     /// backlog included).
-    pendentes: f64,
+    pub(crate) pendentes: f64,
     /// Events per receiving transaction, on average over the apps.
     por_transacao: f64,
     /// CPU per event, in microseconds.
-    cpu: Cpu,
-    eventos: i64,
-    perdidos: i64,
-    duas_vezes: i64,
+    pub(crate) cpu: Cpu,
+    pub(crate) eventos: i64,
+    pub(crate) perdidos: i64,
+    pub(crate) duas_vezes: i64,
+}
+
+/// The shape of a JetStream run: the stream's replicas, the sending app's relays, the receiving
+/// apps and the consumers (replicas) of each.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Forma {
+    pub(crate) replicas: usize,
+    pub(crate) relays: usize,
+    pub(crate) apps: usize,
+    pub(crate) por_app: usize,
+}
+
+impl Forma {
+    /// One relay, `apps` apps of one consumer each, a one-replica stream.
+    fn simples(apps: usize) -> Self {
+        Self {
+            replicas: 1,
+            relays: 1,
+            apps,
+            por_app: 1,
+        }
+    }
 }
 
 impl Bancada {
     async fn montar(apps: usize) -> Self {
+        Self::montar_em(apps, &nats_url()).await
+    }
+
+    /// [`montar`](Self::montar) against the servers of `url`.
+    pub(crate) async fn montar_em(apps: usize, url: &str) -> Self {
         let envio = Pg::novo().await;
         let produtores = envio.pool(PRODUTORES as u32).await;
         let leitura = envio.pool(1).await;
         let mut receptoras = Vec::with_capacity(apps);
         for i in 0..apps {
-            receptoras.push(App::nova(&format!("bench-app-{}", i + 1)).await);
+            receptoras.push(App::nova(&format!("bench-app-{}", i + 1), url).await);
         }
         Self {
             envio,
             produtores,
             leitura,
-            js: conectar("bench-relay").await,
+            js: conectar(url, "bench-relay").await,
             apps: receptoras,
         }
     }
 
-    /// The sending app's relay, publishing to `fluxo`, library defaults.
-    async fn relay(&self, fluxo: &Fluxo) -> RelayHandle {
-        Relay::new(self.envio.pool(8).await, ConfigRelay::new("bench-nats"))
-            .recurso(Publicador::new(self.js.clone(), fluxo))
-            .spawn()
-            .expect("relay")
+    /// The sending app's relays (replicas `0..relays` of it), publishing to `fluxo`, library
+    /// defaults.
+    async fn relays(&self, fluxo: &Fluxo, relays: usize) -> Vec<RelayHandle> {
+        let mut handles = Vec::with_capacity(relays);
+        for i in 0..relays {
+            let config = ConfigRelay::new("bench-nats").com_instancia(format!("bench-relay-{i}"));
+            handles.push(
+                Relay::new(self.envio.pool(8).await, config)
+                    .recurso(Publicador::new(self.js.clone(), fluxo))
+                    .spawn()
+                    .expect("relay"),
+            );
+        }
+        handles
     }
 
     /// One timed run with `apps` receiving apps, on a stream of its own (deleted at the end).
     /// With `drenar`, the relay starts only when the producers stop, and the clock with it.
     async fn rodada(&self, apps: usize, duracao: Duration, drenar: bool) -> Rodada {
+        self.rodada_em(Forma::simples(apps), duracao, drenar).await
+    }
+
+    /// One timed run of shape `forma`.
+    pub(crate) async fn rodada_em(&self, forma: Forma, duracao: Duration, drenar: bool) -> Rodada {
+        let Forma {
+            replicas,
+            relays,
+            apps,
+            por_app,
+        } = forma;
         let sufixo = uuid::Uuid::now_v7().simple();
         let fluxo = Fluxo::new(format!("BENCH{sufixo}"), format!("bench{sufixo}"))
             .expect("stream name")
-            .com_replicas(1)
+            .com_replicas(replicas)
             .garantir(&self.js)
             .await
             .expect("create the run's stream");
@@ -193,14 +236,16 @@ impl Bancada {
         let apps = &self.apps[..apps];
         let mut consumidores = Vec::with_capacity(apps.len());
         for app in apps {
-            let config = ConfigConsumidor::new(&app.nome).com_tipos([TIPO]);
-            let consumidor =
-                Consumidor::new(app.pool.clone(), app.js.clone(), fluxo.clone(), config);
-            consumidores.push(consumidor.spawn().await.expect("start the consumer"));
+            for _ in 0..por_app {
+                let config = ConfigConsumidor::new(&app.nome).com_tipos([TIPO]);
+                let consumidor =
+                    Consumidor::new(app.pool.clone(), app.js.clone(), fluxo.clone(), config);
+                consumidores.push(consumidor.spawn().await.expect("start the consumer"));
+            }
         }
         let mut relay = None;
         if !drenar {
-            relay = Some(self.relay(&fluxo).await);
+            relay = Some(self.relays(&fluxo, relays).await);
         }
         let n0 = reservar(0);
         let mut cpu_antes = Cpu::agora();
@@ -210,7 +255,7 @@ impl Bancada {
         let relay = match relay {
             Some(relay) => relay,
             None => {
-                let relay = self.relay(&fluxo).await;
+                let relay = self.relays(&fluxo, relays).await;
                 (cpu_antes, inicio) = (Cpu::agora(), Instant::now());
                 relay
             }
@@ -235,7 +280,9 @@ impl Bancada {
         let segundos = inicio.elapsed().as_secs_f64();
         let cpu = Cpu::agora().por(cpu_antes, (n1 - n0) as f64);
         assert!(todas, "JetStream: not every effect committed within 120 s");
-        relay.shutdown(Duration::from_secs(10)).await;
+        for relay in relay {
+            relay.shutdown(Duration::from_secs(10)).await;
+        }
         for consumidor in consumidores {
             consumidor.shutdown(Duration::from_secs(10)).await;
         }
@@ -263,7 +310,7 @@ impl Bancada {
         }
     }
 
-    async fn descartar(self) {
+    pub(crate) async fn descartar(self) {
         self.produtores.close().await;
         self.leitura.close().await;
         self.envio.descartar().await;

@@ -19,6 +19,7 @@ mod estatistica;
 mod gravador;
 mod horizonte;
 mod jetstream;
+mod jetstream_cluster;
 mod ordenada;
 mod ponta_a_ponta;
 mod ponta_a_ponta_sqlite;
@@ -85,6 +86,9 @@ enum Secao {
     /// Ordered delivery end to end, keys × steps per second over HTTP and JetStream, beside a
     /// poll-paced relay (in `ordenada.rs`; needs nats-server at `NATS_URL`).
     OrdemPontaAPonta,
+    /// JetStream on a three-node cluster started here: R1 vs R3, and scale-out 2 × 3 × 2 (in
+    /// `jetstream_cluster.rs`; needs nats-server on PATH).
+    NatsCluster,
 }
 
 /// What limits the targets this machine misses, measured or reasoned from the figures (kept
@@ -138,6 +142,7 @@ fn main() {
             Secao::Horizonte,
             Secao::PontaAPontaSqlite,
             Secao::OrdemPontaAPonta,
+            Secao::NatsCluster,
         ]
     } else {
         args.so.clone()
@@ -185,6 +190,9 @@ fn main() {
         }
         if secoes.contains(&Secao::OrdemPontaAPonta) {
             ordenada::medir(&mut rel, &p).await;
+        }
+        if secoes.contains(&Secao::NatsCluster) {
+            jetstream_cluster::medir(&mut rel, &p).await;
         }
         rel.nota("Everything runs on one machine: PostgreSQL, the producers, the relay, the receptor and the load generator share its cores, so absolute rates are lower than on separate hosts; the ratios are what the targets check.");
         rel.nota("Enqueue overhead: TRUNCATE between repetitions keeps the saída from growing across runs; the relay is not running in that section.");

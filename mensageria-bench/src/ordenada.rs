@@ -144,7 +144,8 @@ impl Bancada {
     }
 
     async fn rodada(&self, via: Via, acordar: bool) -> Rodada {
-        sqlx::query("TRUNCATE passo_bench")
+        // The steps' natural keys repeat from run to run: their dedup records go too.
+        sqlx::query("TRUNCATE passo_bench, mensageria_recebidas")
             .execute(&self.efeitos)
             .await
             .expect("truncate");

@@ -72,6 +72,7 @@ pub struct Config {
     perder_primeiro_ack: bool,
     inicio: Inicio,
     ordem_apos_morta: OrdemAposMorta,
+    entregas_na_faixa: i64,
 }
 
 /// Where a durable the consumer creates starts in the stream (an existing durable keeps its
@@ -116,7 +117,19 @@ impl Config {
             perder_primeiro_ack: false,
             inicio: Inicio::Tudo,
             ordem_apos_morta: OrdemAposMorta::Bloquear,
+            entregas_na_faixa: 3,
         }
+    }
+
+    /// How many deliveries a message of an ordered lane gets (3 by default) before a temporary
+    /// failure **parks** it, under [`OrdemAposMorta::Bloquear`]: it is kept as a `parked` dead
+    /// letter, its key's later messages are held behind it, and the lane goes on with the other
+    /// keys instead of waiting for each redelivery. The consumer retries a parked key by itself,
+    /// in process, in the key's order, with its backoff (every `intervalo_de_verificacao` at the
+    /// soonest), until it applies.
+    pub fn com_entregas_na_faixa(mut self, entregas: u32) -> Self {
+        self.entregas_na_faixa = i64::from(entregas.max(1));
+        self
     }
 
     /// What a dead letter of an ordered message does to the later messages of its key in this
@@ -398,6 +411,18 @@ impl<DB: Banco> Consumidor<DB> {
                 assunto: faixa.assunto,
                 config,
             });
+        }
+        if config_do_app.ordem_apos_morta == OrdemAposMorta::Bloquear {
+            tarefas.spawn(
+                crate::retomada::Retomada {
+                    pool: self.pool.clone(),
+                    app: self.config.app.clone(),
+                    intervalo: self.config.intervalo_de_verificacao,
+                    base: self.config.backoff_base,
+                    maximo: self.config.backoff_max,
+                }
+                .rodar(cancelar.clone()),
+            );
         }
         tarefas.spawn(
             crate::acompanhamento::Acompanhamento {
@@ -866,6 +891,15 @@ impl<DB: Banco> Laco<DB> {
                             .await,
                     );
                 }
+                if self.estacionar(mensagem, entregas) {
+                    let motivo = format!(
+                        "failed {entregas} times in an ordered lane: parked so the lane's other \
+                         keys go on, its key held behind it, retried in process by the consumer \
+                         until it applies; the last attempt: {codigo}: {motivo}"
+                    );
+                    return self
+                        .resolver(self.terminar_morta(mensagem, tipo, "parked", &motivo).await);
+                }
                 let atraso = match (banco_fora, tentar_apos) {
                     (Some(vezes), _) => self.config.atraso(vezes),
                     (None, Some(pedido)) => pedido.max(self.config.atraso(1) / 2),
@@ -900,6 +934,16 @@ impl<DB: Banco> Laco<DB> {
         if let Err(erro) = resposta {
             tracing::debug!(tipo = self.receptores.rotulo(), error = %erro, "mensageria nats: could not settle a message");
         }
+    }
+
+    /// Whether a temporary failure of this message parks it (see
+    /// [`Config::com_entregas_na_faixa`]): a message of an ordered lane, with its key, under
+    /// `Bloquear`, at its `entregas_na_faixa`-th delivery.
+    fn estacionar(&self, mensagem: &Message, entregas: i64) -> bool {
+        matches!(self.receptores, Receptores::DaFaixa { .. })
+            && self.config.ordem_apos_morta == OrdemAposMorta::Bloquear
+            && entregas >= self.config.entregas_na_faixa
+            && cabecalho(mensagem, "ce-partitionkey").is_some()
     }
 
     /// Why this consumer gives a message up now, if it does: `max_entregas` deliveries, or

@@ -22,6 +22,7 @@ mod expiracao;
 mod fluxo;
 mod nome;
 mod publicador;
+mod retomada;
 mod topologia;
 
 pub use conexao::{conectar, opcoes_de_conexao, servidores};
