@@ -113,6 +113,9 @@ async fn o_padrao_e_replicado_e_um_servidor_so_pede_uma_replica_explicitamente()
     assert_eq!(Fluxo::new("X", "x").unwrap().replicas(), 3);
 }
 
+/// A contradiction: its name, how the operator's stream has it, what the refusal says.
+type Caso = (&'static str, fn(&mut stream::Config), &'static str);
+
 /// A stream an operator created by hand, with `mudar` applied to a sane configuration.
 async fn do_operador(
     js: &jetstream::Context,
@@ -141,7 +144,7 @@ async fn um_fluxo_do_operador_e_conferido_nunca_reescrito() {
     assert_eq!(lido.replicas(), 1);
     assert_eq!(lido.faixas_ordenadas(), 4);
     // Contradictions: each refused, with what to do; the stream left as it was.
-    let casos: [(&str, fn(&mut stream::Config), &str); 4] = [
+    let casos: [Caso; 4] = [
         (
             "work queue",
             |c| c.retention = stream::RetentionPolicy::WorkQueue,
