@@ -978,13 +978,7 @@ async fn ordem_por_chave_de_ponta_a_ponta() {
     const CHAVES: i64 = 200;
     const PASSOS: i64 = 20;
     let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(8)).await;
-    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
-    mensageria_core::migrar(&emissor.pool).await.unwrap();
-    mensageria_core::migrar(&receptor.pool).await.unwrap();
-    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
-        .execute(&receptor.pool)
-        .await
-        .unwrap();
+    let (emissor, receptor) = emissor_e_receptor_de_passos().await;
     let config = || config_consumidor("ordenado").com_tipos(["nats.passo", "nats.etapa"]);
     let replicas = [
         bancada
@@ -1074,13 +1068,7 @@ async fn binarios_de_um_app_com_tipos_diferentes_recebem_cada_um_os_seus() {
     const CHAVES: i64 = 20;
     const PASSOS: i64 = 6;
     let bancada = Bancada::nova(Duration::from_secs(120)).await;
-    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
-    mensageria_core::migrar(&emissor.pool).await.unwrap();
-    mensageria_core::migrar(&receptor.pool).await.unwrap();
-    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
-        .execute(&receptor.pool)
-        .await
-        .unwrap();
+    let (emissor, receptor) = emissor_e_receptor_de_passos().await;
     let binarios = [
         bancada
             .consumidor(
@@ -1145,6 +1133,19 @@ async fn binarios_de_um_app_com_tipos_diferentes_recebem_cada_um_os_seus() {
     bancada.fechar().await;
     emissor.descartar().await;
     receptor.descartar().await;
+}
+
+/// The sending app's schema and a receiving app's, with the `passos` table the step receptores
+/// write to (in the order applied).
+async fn emissor_e_receptor_de_passos() -> (PgIsolado, PgIsolado) {
+    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
+    mensageria_core::migrar(&emissor.pool).await.unwrap();
+    mensageria_core::migrar(&receptor.pool).await.unwrap();
+    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
+        .execute(&receptor.pool)
+        .await
+        .unwrap();
+    (emissor, receptor)
 }
 
 /// Enqueues `passos` steps of each key in `chaves` (even steps one tipo, odd steps the other)
@@ -1232,13 +1233,7 @@ async fn uma_morta_retem_a_sua_chave_e_o_reenvio_vai_em_ordem() {
     // Every key ends 0..5, in order, once. Before: the lane let the key move on (steps 3–5
     // applied before step 2), and a replay applied step 2 after them.
     let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(2)).await;
-    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
-    mensageria_core::migrar(&emissor.pool).await.unwrap();
-    mensageria_core::migrar(&receptor.pool).await.unwrap();
-    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
-        .execute(&receptor.pool)
-        .await
-        .unwrap();
+    let (emissor, receptor) = emissor_e_receptor_de_passos().await;
     let config = config_consumidor("bloqueio").com_tipos(["nats.passo", "nats.etapa"]);
     let consumidor = bancada
         .consumidor(&receptor.pool, config)
@@ -1360,13 +1355,7 @@ async fn uma_chave_que_falha_estaciona_e_as_outras_andam() {
     // the lane waited for each redelivery of the failing step (up to 25, the backoff doubling to
     // 5 min), and every other key of the lane with it.
     let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(1)).await;
-    let (emissor, receptor) = (PgIsolado::novo().await, PgIsolado::novo().await);
-    mensageria_core::migrar(&emissor.pool).await.unwrap();
-    mensageria_core::migrar(&receptor.pool).await.unwrap();
-    sqlx::query("CREATE TABLE passos (ordem BIGSERIAL PRIMARY KEY, chave BIGINT NOT NULL, passo BIGINT NOT NULL)")
-        .execute(&receptor.pool)
-        .await
-        .unwrap();
+    let (emissor, receptor) = emissor_e_receptor_de_passos().await;
     let config = config_consumidor("estaciona")
         .com_tipos(["nats.passo", "nats.etapa"])
         .com_intervalo_de_verificacao(Duration::from_millis(200));
