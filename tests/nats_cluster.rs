@@ -39,6 +39,11 @@ async fn aplicar(tx: &mut Transaction<'_, Postgres>, evento: Lancamento) -> Resu
     Ok(())
 }
 
+/// Where this suite's rows go for `matriz-de-faltas`.
+fn matriz() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("faltas-cluster")
+}
+
 /// Producers committing a ledger row and an enqueue every ~5 ms until stopped; the highest
 /// event number committed so far is readable while they run.
 struct Produtores {
@@ -249,14 +254,21 @@ async fn lider_do_fluxo_morto_e_reiniciado() {
     cena.cluster.subir(i).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (commitadas, contas) = cena.terminar(em_curso).await;
-    println!(
-        "R3 stream leader n{i} SIGKILLed ({commitadas} committed): new leader {novo_lider} \
-         answering {:?} after the kill; the first event enqueued after the kill applied {:?} \
-         after it ({:?} after the new leader answered); {contas}",
-        eleito - morte,
-        retomada - morte,
-        retomada.saturating_duration_since(eleito)
-    );
+    bancada::Relato::de_contas(
+        "lider_do_fluxo_morto_e_reiniciado",
+        "the R3 stream's leader SIGKILLed, started again 3 s later",
+        &contas,
+        format!(
+            "{commitadas} committed; a new leader ({novo_lider}) answered {:.1} s after the kill \
+             (nats-server 2.9's election); the first event enqueued after the kill was applied \
+             {:.1} s after it, {} ms after the new leader answered (publishes retried every \
+             250 ms, `Publicador::com_persistencia`)",
+            (eleito - morte).as_secs_f64(),
+            (retomada - morte).as_secs_f64(),
+            retomada.saturating_duration_since(eleito).as_millis()
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert_ne!(Cluster::indice(&novo_lider), i);
     cena.fechar().await;
@@ -275,9 +287,14 @@ async fn seguidor_volta_sem_armazenamento() {
     cena.cluster.subir(seguidor).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (commitadas, contas) = cena.terminar(em_curso).await;
-    println!(
-        "R3 follower n{seguidor} SIGKILLed, store deleted, back 2 s later ({commitadas} committed): {contas}"
-    );
+    bancada::Relato::de_contas(
+        "seguidor_volta_sem_armazenamento",
+        "a node that is not the stream's leader SIGKILLed, its store deleted, started again 2 s \
+         later",
+        &contas,
+        format!("{commitadas} committed; it caught up from the other two"),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     cena.fechar().await;
 }
@@ -300,11 +317,17 @@ async fn cluster_inteiro_reiniciado() {
     let retomada = primeiro_efeito_depois(&cena.recepcao, antes, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (commitadas, contas) = cena.terminar(em_curso).await;
-    println!(
-        "whole R3 cluster SIGKILLed, back 2 s later ({commitadas} committed): delivery resumed {:?} \
-         after the kill; {contas}",
-        retomada - morte
-    );
+    bancada::Relato::de_contas(
+        "cluster_inteiro_reiniciado",
+        "all three nodes SIGKILLed, started again 2 s later",
+        &contas,
+        format!(
+            "{commitadas} committed; delivery resumed {:.1} s after the kill (the meta and stream \
+             elections of a cold cluster)",
+            (retomada - morte).as_secs_f64()
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     cena.fechar().await;
 }
@@ -387,6 +410,22 @@ async fn r1_perde_com_o_disco_do_no_r3_nao() {
         "R1: every waiting event went with the node"
     );
     let (commitadas, perdidas_r3) = no_perdido_com_o_disco(3).await;
+    bancada::Relato {
+        teste: "r1_perde_com_o_disco_do_no_r3_nao".to_owned(),
+        falha: "receiving app stopped; 50 events published (the relay deleted each saída row on \
+                its PubAck); the stream leader's node SIGKILLed with its store deleted (a \
+                machine lost with its disk, or the page cache its file store had not synced: \
+                every 2 min by default)"
+            .to_owned(),
+        commitadas: format!("{commitadas} + {commitadas}"),
+        perdidas: format!("R1: {perdidas_r1} — R3: {perdidas_r3}"),
+        duas_vezes: "0".to_owned(),
+        evidencia: "R1: the stream came back empty (its definition survives in the meta group): \
+                    every waiting event is gone from both places, nothing records it. R3: all \
+                    still in the stream, all applied. Why the production stream is replicated"
+            .to_owned(),
+    }
+    .gravar(&matriz());
     assert_eq!((commitadas, perdidas_r3), (50, 0), "R3: nothing lost");
 }
 
@@ -485,12 +524,19 @@ async fn so_quem_registrou_o_tipo_publica() {
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
     let contas = bancada::contar(&razao, "fiscal", &receptor.pool).await;
-    println!(
-        "least privilege: {contas}; the sender's publish of another tipo refused: {outro_tipo}; \
-         the receiving app's publish refused: {forjado}; anonymous client refused: {}; {no_fluxo} \
-         messages in the stream",
-        anonimo.is_err()
-    );
+    bancada::Relato::de_contas(
+        "so_quem_registrou_o_tipo_publica",
+        "the cluster runs with users and subject permissions: the sending app may publish only \
+         its tipo's subjects, the receiving app may only consume and ack",
+        &contas,
+        format!(
+            "the sender's publish of another tipo refused: {outro_tipo}; the receiving app's \
+             publish refused: {forjado}; a client without credentials refused: {}; {no_fluxo} \
+             messages in the stream",
+            anonimo.is_err()
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert!(outro_tipo && forjado, "the servers refused both publishes");
     let erro = anonimo.map(|_| ()).unwrap_err().to_string();
@@ -631,11 +677,22 @@ async fn ordem_sob_morte_do_lider_e_de_replicas() {
         .iter()
         .filter(|(chave, passo)| *passo != ultimo.insert(*chave, *passo).unwrap_or(-1) + 1)
         .count();
-    println!(
-        "ordered, R3: {CHAVES} keys x {PASSOS} steps over two tipos, a replica killed and the \
-         stream leader n{i} SIGKILLed: {} applied, {fora_de_ordem} out of order",
-        linhas.len()
-    );
+    let distintas = linhas
+        .iter()
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    bancada::Relato {
+        teste: "ordem_sob_morte_do_lider_e_de_replicas".to_owned(),
+        falha: "ordered by key: 200 keys × 20 steps over two tipos, two consumer replicas (ack \
+                wait 3 s); a quarter of the way in one replica killed (aborted) and replaced, \
+                the stream leader SIGKILLed and started again 3 s later"
+            .to_owned(),
+        commitadas: (CHAVES * PASSOS).to_string(),
+        perdidas: (CHAVES * PASSOS - distintas as i64).to_string(),
+        duas_vezes: (linhas.len() - distintas).to_string(),
+        evidencia: format!("**{fora_de_ordem} out of order**; the leader was n{i}"),
+    }
+    .gravar(&matriz());
     assert_eq!(
         linhas.len() as i64,
         CHAVES * PASSOS,

@@ -293,13 +293,21 @@ async fn servidor_nats_morto_e_reiniciado_no_meio() {
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
     let contas = bancada::contar(&razao, "estoque", &recepcao).await;
     let no_fluxo = bancada::mensagens_no_fluxo(&js, &fluxo).await;
-    println!(
-        "nats-server SIGKILLed, down {:.2} s until it accepted connections again; the client \
-         reconnected {reconectou:.2} s and delivery resumed {:.2} s after that; {produzidas} \
-         events committed, {no_fluxo} messages in the stream; {contas}",
-        (aceitou - morto).as_secs_f64(),
-        retomada.as_secs_f64()
-    );
+    bancada::Relato::de_contas(
+        "servidor_nats_morto_e_reiniciado_no_meio",
+        "nats-server SIGKILLed while producers commit every ~5 ms, started again on the same port \
+         and store 2 s later",
+        &contas,
+        format!(
+            "down {:.2} s until it accepted connections again; the client reconnected \
+             {reconectou:.2} s and delivery resumed **{:.2} s** after that (target ≤ 5 s, \
+             asserted ≤ 10 s); {produzidas} committed, {no_fluxo} messages in the stream: each \
+             event once",
+            (aceitou - morto).as_secs_f64(),
+            retomada.as_secs_f64()
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert_eq!(
         no_fluxo,
@@ -344,11 +352,19 @@ async fn pub_acks_perdidos_o_fluxo_absorve_a_republicacao() {
         apressado.sem_pub_ack.load(Ordering::Relaxed),
     );
     let duplicados = apressado.apressado.duplicados() + apressado.normal.duplicados();
-    println!(
-        "PubAcks lost: {tentativas} publishes for {} events, {sem_pub_ack} PubAcks timed out, \
-         {duplicados} PubAcks said duplicate; {no_fluxo} messages in the stream; {contas}",
-        razao.commitadas()
-    );
+    bancada::Relato::de_contas(
+        "pub_acks_perdidos_o_fluxo_absorve_a_republicacao",
+        "every message's first two PubAcks not awaited (ack timeout 0): the message is stored, \
+         the relay publishes it again with the same `Nats-Msg-Id`",
+        &contas,
+        format!(
+            "{tentativas} publishes for {} events, {sem_pub_ack} PubAcks timed out; one PubAck \
+             per event, {duplicados} of them `duplicate: true` (`Publicador::duplicados`); \
+             {no_fluxo} messages in the stream",
+            razao.commitadas()
+        ),
+    )
+    .gravar(&matriz());
     // Each event got exactly one PubAck (its last publish): the first store's, or, when that
     // PubAck was lost, a re-publish's that said duplicate (the stream had stored it already).
     assert_eq!(
@@ -408,11 +424,18 @@ async fn replica_morta_no_meio_do_lote_enquanto_outra_consome() {
     relay.shutdown(Duration::from_secs(5)).await;
     let contas = bancada::contar(&razao, "estoque", &recepcao).await;
     let rodadas = RODADAS_LENTAS.load(Ordering::Relaxed);
-    println!(
-        "replica killed mid-batch, its sibling running: the slow function ran {rodadas} times \
-         for {} events; {contas}",
-        razao.commitadas()
-    );
+    bancada::Relato::de_contas(
+        "replica_morta_no_meio_do_lote_enquanto_outra_consome",
+        "one of two replicas (one durable) killed in the middle of a batch of slow effects \
+         (150 ms each)",
+        &contas,
+        format!(
+            "the function ran {rodadas} times for {} events: the cut batch came back to the \
+             sibling after the ack wait (2 s)",
+            razao.commitadas()
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert!(
         rodadas > razao.commitadas(),
@@ -422,6 +445,11 @@ async fn replica_morta_no_meio_do_lote_enquanto_outra_consome() {
     outra_replica.close().await;
     emissor.descartar().await;
     estoque.descartar().await;
+}
+
+/// Where this suite's rows go for `matriz-de-faltas`.
+fn matriz() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("faltas-nats")
 }
 
 /// How the receiving app goes down in [`app_fora_do_ar`].
@@ -478,13 +506,29 @@ async fn app_fora_do_ar(cenario: &str, parada: Parada, ack_wait: Duration) -> Du
     assert!(c_analise.shutdown(Duration::from_secs(5)).await);
     let contas_estoque = bancada::contar(&razao, "estoque", &de_estoque).await;
     let contas_analise = bancada::contar(&razao, "analise", &analise.pool).await;
-    println!(
-        "{cenario}: analise {parada:?} after {antes} of {} events; back with {pendentes} pending \
-         and {sem_ack} delivered but never settled (ack wait {ack_wait:?}), it caught up from \
-         its durable in {:.2} s; {contas_estoque}; {contas_analise}",
-        razao.commitadas(),
-        alcancou.as_secs_f64()
-    );
+    let falha = match parada {
+        Parada::Morta => {
+            "second receiving app (SQLite) killed early, down until the producers finished and \
+             the first app applied all"
+        }
+        Parada::Graciosa => "the same, stopped with `shutdown` (ack wait 30 s)",
+    };
+    println!("{cenario}: {contas_estoque}");
+    bancada::Relato::de_contas(
+        cenario,
+        falha,
+        &contas_analise,
+        format!(
+            "down after {antes} of {} events; back with {pendentes} waiting in its durable and \
+             {sem_ack} delivered but never settled (ack wait {ack_wait:?}), caught up in {:.2} s; \
+             the other app: lost {}, twice {}",
+            razao.commitadas(),
+            alcancou.as_secs_f64(),
+            contas_estoque.perdidas,
+            contas_estoque.duas_vezes
+        ),
+    )
+    .gravar(&matriz());
     contas_estoque.afirmar();
     contas_analise.afirmar();
     assert!(
@@ -551,7 +595,16 @@ async fn veneno_misturado_so_ele_fica_morto() {
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
     let contas = bancada::contar(&razao, "fiscal", &recepcao).await;
-    println!("poison mixed in (1 in 13): {contas}");
+    bancada::Relato::de_contas(
+        "veneno_misturado_so_ele_fica_morto",
+        "1 event in 13 refused for good",
+        &contas,
+        format!(
+            "{} applied; the {} dead letters are exactly the poison: {}",
+            contas.aplicadas, contas.mortas, contas.mortas_sao_o_veneno
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert_eq!(contas.veneno, 20);
     js.delete_stream(fluxo.nome()).await.unwrap();
@@ -602,11 +655,17 @@ async fn republicado_depois_da_janela_aplica_uma_vez() {
     relay.shutdown(Duration::from_secs(5)).await;
     assert!(consumidor.shutdown(Duration::from_secs(5)).await);
     let contas = bancada::contar(&razao, "analise", &analise.pool).await;
-    println!(
-        "re-published 1.5 s later, past a 1 s window: {no_fluxo} messages in the stream for {} \
-         events; {contas}",
-        razao.commitadas()
-    );
+    bancada::Relato::de_contas(
+        "republicado_depois_da_janela_aplica_uma_vez",
+        "every event published again 1.5 s after the relay did, past a 1 s duplicate window",
+        &contas,
+        format!(
+            "{no_fluxo} messages in the stream for {} events; each applied once (the receptor's \
+             natural-key dedup)",
+            razao.commitadas()
+        ),
+    )
+    .gravar(&matriz());
     assert_eq!(
         no_fluxo,
         2 * razao.commitadas(),
@@ -810,9 +869,25 @@ async fn falha_sem_fim_termina_morta_no_limite() {
     let contas = cena.encerrar(relay, [consumidor], &razao).await;
     let mortas = cena.mortas().await;
     let entregas: Vec<i64> = mortas.iter().map(|m| m.entregas).collect();
-    println!(
-        "failing forever (1 in 10), max_entregas 3: {contas}; deliveries of each: {entregas:?}"
-    );
+    bancada::Relato::de_contas(
+        "falha_sem_fim_termina_morta_no_limite",
+        "1 event in 10 fails temporarily forever; `com_max_entregas(3)`",
+        &contas,
+        format!(
+            "{} applied; the {} failing ones in `mortas-recebidas` as `gave_up` after {} \
+             deliveries each, with their last error, terminated",
+            contas.aplicadas,
+            contas.mortas,
+            entregas
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert_eq!(contas.veneno, 20);
     assert!(
@@ -857,9 +932,17 @@ async fn duravel_apagado_com_produtores_nada_perdido() {
     let commitadas = produtores.parar().await;
     let razao = cena.esperar_o_fim().await;
     let contas = cena.encerrar(relay, [consumidor], &razao).await;
-    println!(
-        "durable deleted mid-run ({commitadas} committed): recreated {recriado:?} after; {contas}"
-    );
+    bancada::Relato::de_contas(
+        "duravel_apagado_com_produtores_nada_perdido",
+        "the receiving app's durable deleted while producers commit every ~5 ms",
+        &contas,
+        format!(
+            "{commitadas} committed; recreated {} ms after the delete (check interval 250 ms), \
+             from the stream's first message: the replays were `duplicate`s",
+            recriado.as_millis()
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     cena.fechar().await;
 }
@@ -903,10 +986,25 @@ async fn app_fora_mais_que_max_age_registra_o_que_perdeu() {
     let razao = Razao::ler(&cena.emissor.pool).await;
     let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
     let faixa: serde_json::Value = serde_json::from_str(&mortas[0].payload).unwrap();
-    println!(
-        "app away past a 3 s max_age: {contas}; recorded: {} {}",
-        mortas[0].motivo, mortas[0].payload
-    );
+    bancada::Relato {
+        perdidas: format!("{} (recorded)", contas.commitadas - contas.aplicadas),
+        ..bancada::Relato::de_contas(
+            "app_fora_mais_que_max_age_registra_o_que_perdeu",
+            "the receiving app stopped; 30 events published; the stream's `max_age` (3 s) passes \
+             before it starts again",
+            &contas,
+            format!(
+                "{} applied before; at the restart one `possibly_expired` dead letter names \
+                 stream sequences {}: exactly those the stream deleted before they were \
+                 delivered. Nothing vanished unrecorded, but they must be replayed from their \
+                 source",
+                contas.aplicadas,
+                serde_json::from_str::<serde_json::Value>(&mortas[0].payload).unwrap()
+                    ["expired_sequences"]
+            ),
+        )
+    }
+    .gravar(&matriz());
     assert_eq!(mortas.len(), 1);
     assert!(
         mortas[0].motivo.starts_with("possibly_expired"),
@@ -942,7 +1040,17 @@ async fn expirada_esperando_reentrega_vira_morta() {
     let razao = cena.esperar_o_fim().await;
     let contas = cena.encerrar(relay, [consumidor], &razao).await;
     let mortas = cena.mortas().await;
-    println!("expired while waiting for a redelivery (max_age 2 s): {contas}");
+    bancada::Relato::de_contas(
+        "expirada_esperando_reentrega_vira_morta",
+        "stream `max_age` 2 s; 1 event in 5 fails and is nak'd for 5–10 s, longer than it has left",
+        &contas,
+        format!(
+            "{} applied; the {} deleted while they waited are in `mortas-recebidas` as `expired`, \
+             payload and last error kept",
+            contas.aplicadas, contas.mortas
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert_eq!(contas.veneno, 4);
     assert!(
@@ -975,9 +1083,17 @@ async fn ack_perdido_depois_do_commit_e_absorvido() {
     )
     .await;
     let contas = cena.encerrar(relay, [consumidor], &razao).await;
-    println!(
-        "first ack of each lost after the commit: {entregas} deliveries for 50 events; {contas}"
-    );
+    bancada::Relato::de_contas(
+        "ack_perdido_depois_do_commit_e_absorvido",
+        "every message's first ack lost after the receptor committed \
+         (`ConfigConsumidor::com_ensaio_perder_primeiro_ack`), ack wait 1 s",
+        &contas,
+        format!(
+            "{entregas} deliveries for 50 events by the durable's consumer sequence: each \
+             redelivered and answered `duplicate`"
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     // Each message came back at least once (its first ack was lost); under load a second
     // redelivery can follow a slow ack within the 1 s ack wait, and is absorbed the same way.
@@ -1012,9 +1128,17 @@ async fn lote_lento_nao_e_reentregue_a_irma() {
     assert!(segunda.shutdown(Duration::from_secs(5)).await);
     let rodadas = RODADAS_VAGAROSAS.load(Ordering::Relaxed);
     let contas = bancada::contar(&razao, "fiscal", &cena.recepcao).await;
-    println!(
-        "slow batch (1.6 s, ack wait 1 s), two replicas: {entregas} deliveries, {rodadas} runs; {contas}"
-    );
+    bancada::Relato::de_contas(
+        "lote_lento_nao_e_reentregue_a_irma",
+        "two replicas on one durable; a batch of 4 effects of 400 ms (1.6 s) against a 1 s ack \
+         wait",
+        &contas,
+        format!(
+            "{entregas} deliveries, {rodadas} function runs: the in-progress signals kept the \
+             batch from the sibling"
+        ),
+    )
+    .gravar(&matriz());
     contas.afirmar();
     assert_eq!(
         (entregas, confirmadas),

@@ -321,3 +321,80 @@ where
     )
     .await;
 }
+
+/// One row of the JetStream fault tables of `docs/FAULTS.md` ("JetStream", "JetStream cluster"):
+/// what a ledger-checked test did and saw. Each test prints it and writes it as JSON under
+/// `target/tmp/faltas-nats/` or `faltas-cluster/`, from which `matriz-de-faltas` writes the
+/// tables (the figures of the latest run, not copied by hand).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Relato {
+    /// The test.
+    pub teste: String,
+    /// The fault it injects.
+    pub falha: String,
+    /// Events committed (with the poison among them, if any).
+    pub commitadas: String,
+    /// Committed, not poison, never applied (or what the row reports instead).
+    pub perdidas: String,
+    /// Applied more than once.
+    pub duas_vezes: String,
+    /// What it measured.
+    pub evidencia: String,
+}
+
+impl Relato {
+    /// A row from the ledger's account.
+    pub fn de_contas(teste: &str, falha: &str, contas: &Contas, evidencia: String) -> Self {
+        let commitadas = if contas.veneno > 0 {
+            format!("{} ({} poison)", contas.commitadas, contas.veneno)
+        } else {
+            contas.commitadas.to_string()
+        };
+        Self {
+            teste: teste.to_owned(),
+            falha: falha.to_owned(),
+            commitadas,
+            perdidas: contas.perdidas.to_string(),
+            duas_vezes: contas.duas_vezes.to_string(),
+            evidencia,
+        }
+    }
+
+    /// Prints it and writes it into `dir` (one file per test).
+    pub fn gravar(&self, dir: &std::path::Path) {
+        println!(
+            "{}: committed {}, lost {}, twice {}; {}",
+            self.teste, self.commitadas, self.perdidas, self.duas_vezes, self.evidencia
+        );
+        std::fs::create_dir_all(dir).expect("create the matrix directory");
+        std::fs::write(
+            dir.join(format!("{}.json", self.teste)),
+            serde_json::to_vec_pretty(self).expect("serialize a matrix row"),
+        )
+        .expect("write a matrix row");
+    }
+}
+
+/// The table of the rows in `dir`, sorted by test; `None` when there are none.
+pub fn matriz(dir: &std::path::Path) -> Option<String> {
+    let mut relatos: Vec<Relato> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+        .collect();
+    if relatos.is_empty() {
+        return None;
+    }
+    relatos.sort_by(|a, b| a.teste.cmp(&b.teste));
+    let mut md = String::from(
+        "| test | fault | committed | lost | twice | evidence / time |\n|---|---|---:|---:|---:|---|\n",
+    );
+    for r in relatos {
+        md.push_str(&format!(
+            "| `{}` | {} | {} | **{}** | **{}** | {} |\n",
+            r.teste, r.falha, r.commitadas, r.perdidas, r.duas_vezes, r.evidencia
+        ));
+    }
+    Some(md)
+}
