@@ -1234,7 +1234,9 @@ async fn uma_morta_retem_a_sua_chave_e_o_reenvio_vai_em_ordem() {
     // applied before step 2), and a replay applied step 2 after them.
     let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(2)).await;
     let (emissor, receptor) = emissor_e_receptor_de_passos().await;
-    let config = config_consumidor("bloqueio").com_tipos(["nats.passo", "nats.etapa"]);
+    let config = config_consumidor("bloqueio")
+        .com_tipos(["nats.passo", "nats.etapa"])
+        .com_intervalo_de_verificacao(Duration::from_millis(200));
     let consumidor = bancada
         .consumidor(&receptor.pool, config)
         .spawn()
@@ -1331,8 +1333,37 @@ async fn uma_morta_retem_a_sua_chave_e_o_reenvio_vai_em_ordem() {
         |&(mortas, aplicados)| mortas == 0 && aplicados >= 11 * 6,
     )
     .await;
+
+    // Key 2300: refused and held the same way; the operator discards the refused step instead.
+    // Nothing is before the held ones any more: the consumer applies them by itself, in order.
+    CHAVE_CURADA.store(false, std::sync::atomic::Ordering::Relaxed);
+    entregar_passos(&bancada, &emissor, 2300..2301, 6).await;
+    let retida = esperar_valor(
+        "key 2300 held",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || da_chave(2300),
+        |mortas: &Vec<operacoes::MortaRecebida>| mortas.len() >= 4,
+    )
+    .await;
+    operacoes::descartar_morta_recebida(&receptor.pool, "bloqueio", retida[0].id_mensagem)
+        .await
+        .unwrap();
+    esperar_valor(
+        "key 2300's held steps applied once the refused one was discarded",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || da_chave(2300),
+        |mortas: &Vec<operacoes::MortaRecebida>| mortas.is_empty(),
+    )
+    .await;
     assert!(consumidor.shutdown(Duration::from_secs(10)).await);
     let depois = passos_por_chave(&receptor.pool).await;
+    assert_eq!(
+        depois.get(&2300),
+        Some(&vec![0, 1, 3, 4, 5]),
+        "the discarded step skipped"
+    );
     for chave in chaves.iter().copied().chain([2200]) {
         let todos: Vec<i64> = (0..6).collect();
         assert_eq!(
@@ -1421,6 +1452,50 @@ async fn uma_chave_que_falha_estaciona_e_as_outras_andam() {
             Some(&todos),
             "key {chave}: once each, in order"
         );
+    }
+    bancada.fechar().await;
+    emissor.descartar().await;
+    receptor.descartar().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn um_binario_que_passa_a_receber_outro_tipo_herda_a_posicao_das_faixas() {
+    // An app's binary receiving `nats.passo` runs, then stops; ordered steps of two tipos wait in
+    // the lane; a new build of the app that also receives `nats.etapa` starts with `Inicio::Novas`.
+    // Its lane durable has a new name (another tipo set): it starts where the old one had settled,
+    // so every waiting step is applied. Before: it started at "new", and the 24 waiting steps
+    // were skipped for good.
+    let bancada = Bancada::nova_com(|fluxo| fluxo.com_faixas_ordenadas(1)).await;
+    let (emissor, receptor) = emissor_e_receptor_de_passos().await;
+    let config = |tipos: &[&str]| {
+        config_consumidor("reimplantado")
+            .com_tipos(tipos.iter().copied())
+            .com_inicio(mensageria_nats::Inicio::Novas)
+    };
+    let antigo = bancada
+        .consumidor(&receptor.pool, config(&["nats.passo"]))
+        .spawn()
+        .await
+        .unwrap();
+    assert!(antigo.shutdown(Duration::from_secs(5)).await);
+    entregar_passos(&bancada, &emissor, 4000..4006, 4).await;
+    let novo = bancada
+        .consumidor(&receptor.pool, config(&["nats.passo", "nats.etapa"]))
+        .spawn()
+        .await
+        .unwrap();
+    esperar_valor(
+        "every waiting step, by the new build",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || passos_aplicados(&receptor.pool),
+        |&n| n >= 6 * 4,
+    )
+    .await;
+    assert!(novo.shutdown(Duration::from_secs(5)).await);
+    let depois = passos_por_chave(&receptor.pool).await;
+    for chave in 4000..4006 {
+        assert_eq!(depois.get(&chave), Some(&vec![0, 1, 2, 3]), "key {chave}");
     }
     bancada.fechar().await;
     emissor.descartar().await;

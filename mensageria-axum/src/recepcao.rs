@@ -291,7 +291,11 @@ async fn reaplicar_uma<DB: mensageria_core::Banco>(
         return Ok(false);
     };
     if let Some(Veredito::Confirmar { .. }) = aplicacao.await.pop() {
-        operacoes::descartar_morta_recebida(pool, app, morta.id_mensagem).await?;
+        match operacoes::descartar_morta_recebida(pool, app, morta.id_mensagem).await {
+            // Gone already: a sibling replica, or the replay through the stream, applied it too.
+            Ok(()) | Err(operacoes::ErroOperacao::MortaRecebidaNaoEncontrada { .. }) => {}
+            Err(erro) => return Err(erro.into()),
+        }
         feito.aplicadas += 1;
         Ok(true)
     } else {

@@ -281,6 +281,16 @@ pub async fn morta_recebida_que_retem<DB: Banco>(
     Ok(DB::morta_recebida_que_retem(pool, app, chave, sequencia).await?)
 }
 
+/// The ordering keys of `app` whose receiver-side dead letters its JetStream consumer resumes
+/// by itself: `parked` ones (temporary failures), and `held` ones (which go on once nothing is
+/// before them any more: the dead letter they waited behind was replayed or discarded).
+pub async fn chaves_a_retomar<DB: Banco>(
+    pool: &Pool<DB>,
+    app: &str,
+) -> Result<Vec<String>, ErroOperacao> {
+    Ok(DB::chaves_a_retomar(pool, app).await?)
+}
+
 /// The dead letters of `app` with ordering key `chave`, in the key's order (`sequencia`).
 pub async fn mortas_recebidas_da_chave<DB: Banco>(
     pool: &Pool<DB>,

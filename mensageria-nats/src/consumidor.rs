@@ -386,8 +386,15 @@ impl<DB: Banco> Consumidor<DB> {
             }
             tipos.push(registrado.tipo);
         }
-        for faixa in faixas_ordenadas {
-            let config = self.config.do_duravel(&faixa);
+        for (n, faixa) in faixas_ordenadas.into_iter().enumerate() {
+            let mut config = self.config.do_duravel(&faixa);
+            if let Some(inicio) = herdar_posicao(&fluxo, &self.config.app, n, &faixa.duravel).await
+            {
+                config.deliver_policy =
+                    async_nats::jetstream::consumer::DeliverPolicy::ByStartSequence {
+                        start_sequence: inicio,
+                    };
+            }
             let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;
             let ack_wait = consumidor.cached_info().config.ack_wait;
             let laco = Laco {
@@ -500,6 +507,47 @@ impl<DB: Banco> Consumidor<DB> {
             })
             .collect()
     }
+}
+
+/// Where a new durable of ordered lane `n` starts when the app already has lane durables of
+/// another tipo set (a binary that now receives other tipos, after a deploy): right after the
+/// earliest of their ack floors, so nothing they had not settled is skipped (whatever `Inicio`
+/// says) and the lane's history is not replayed. `None` when `duravel` exists or is the app's
+/// first. The old durables are said at WARN: delete them once no binary of their tipo set runs.
+async fn herdar_posicao(
+    fluxo: &jetstream::stream::Stream,
+    app: &str,
+    n: usize,
+    duravel: &str,
+) -> Option<u64> {
+    if fluxo.consumer_info(duravel).await.is_ok() {
+        return None;
+    }
+    let prefixo = nome::prefixo_da_faixa(app, n);
+    let nomes: Vec<String> = fluxo
+        .consumer_names()
+        .filter_map(|nome| async move { nome.ok() })
+        .filter(|nome| futures_util::future::ready(nome.starts_with(&prefixo) && nome != duravel))
+        .collect()
+        .await;
+    let mut piso: Option<u64> = None;
+    for antigo in &nomes {
+        if let Ok(info) = fluxo.consumer_info(antigo).await {
+            let seu = info.ack_floor.stream_sequence + 1;
+            piso = Some(piso.map_or(seu, |p| p.min(seu)));
+        }
+    }
+    if piso.is_some() {
+        tracing::warn!(
+            app,
+            duravel,
+            antigos = ?nomes,
+            "mensageria nats: this binary receives another set of tipos than the app's earlier \
+             ordered-lane durables: its new durable starts where they had settled; delete the \
+             old ones once no binary of their tipo set runs"
+        );
+    }
+    piso
 }
 
 /// Creates (or finds) a durable, retrying a timed-out request for up to 10 s: a replicated

@@ -64,7 +64,12 @@ pub(crate) fn duravel_da_faixa(app: &str, n: u32, tipos: &[&str]) -> String {
                 (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
             })
     });
-    format!("{}___ordem{n}_{:08x}", codificar(app), hash as u32)
+    format!("{}{:08x}", prefixo_da_faixa(app, n as usize), hash as u32)
+}
+
+/// What every ordered-lane durable `n` of `app` starts with, whatever its tipo set.
+pub(crate) fn prefixo_da_faixa(app: &str, n: usize) -> String {
+    format!("{}___ordem{n}_", codificar(app))
 }
 
 fn codificar(texto: &str) -> String {

@@ -1,8 +1,11 @@
-//! Parked keys, retried: an ordered lane's message that kept failing temporarily is parked (kept
-//! as a `parked` dead letter, its key's later messages held behind it) so the lane's other keys
-//! go on. This task retries each parked key in process, in the key's order
-//! ([`mensageria_axum::recepcao::reaplicar_chave`]), every `intervalo` at the soonest and with a
-//! backoff per key, until it applies; then the key's held messages follow, in order.
+//! Keys that go on by themselves. An ordered lane's message that kept failing temporarily is
+//! parked (kept as a `parked` dead letter, its key's later messages held behind it) so the lane's
+//! other keys go on; and a `held` dead letter with nothing before it any more (the one it waited
+//! behind was replayed, applied or discarded, possibly while it was being held) has nothing left
+//! to wait for. This task finds such keys every `intervalo` and applies their dead letters in
+//! process, in the key's order ([`mensageria_axum::recepcao::reaplicar_chave`]), with a backoff
+//! per key, until they apply. A key whose first dead letter was refused for good (`rejected`,
+//! `gave_up`, `expired`) waits for an operator.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,8 +16,8 @@ use mensageria_core::sqlx::Pool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// How many of the app's dead letters one round looks at.
-const POR_RODADA: i64 = 1000;
+/// How long a key whose first dead letter waits for an operator is left alone.
+const ESPERA_DO_OPERADOR: Duration = Duration::from_secs(30);
 
 pub(crate) struct Retomada<DB: Banco> {
     pub(crate) pool: Pool<DB>,
@@ -26,54 +29,64 @@ pub(crate) struct Retomada<DB: Banco> {
 
 impl<DB: Banco> Retomada<DB> {
     pub(crate) async fn rodar(self, cancelar: CancellationToken) {
-        // Per parked key: failed rounds so far and when to try again.
+        // Per key: failed rounds so far and when to look again.
         let mut agenda: HashMap<String, (u32, Instant)> = HashMap::new();
         loop {
             tokio::select! {
                 _ = cancelar.cancelled() => return,
                 _ = tokio::time::sleep(self.intervalo) => {}
             }
-            let Ok(mortas) =
-                operacoes::mortas_recebidas(&self.pool, Some(&self.app), POR_RODADA).await
-            else {
+            let Ok(chaves) = operacoes::chaves_a_retomar(&self.pool, &self.app).await else {
                 continue; // the database is down: the next round asks again
             };
-            let mut chaves: Vec<String> = mortas
-                .into_iter()
-                .filter(|morta| morta.motivo.starts_with("parked:"))
-                .filter_map(|morta| morta.chave_ordem)
-                .collect();
-            chaves.sort_unstable();
-            chaves.dedup();
             agenda.retain(|chave, _| chaves.contains(chave));
-            let agora = Instant::now();
             for chave in chaves {
                 if agenda
                     .get(&chave)
-                    .is_some_and(|(_, quando)| *quando > agora)
+                    .is_some_and(|(_, quando)| *quando > Instant::now())
                 {
                     continue;
                 }
                 if cancelar.is_cancelled() {
                     return;
                 }
-                let feito =
-                    mensageria_axum::recepcao::reaplicar_chave(&self.pool, &self.app, &chave).await;
-                match feito {
-                    Ok(feito) if feito.mantidas == 0 => {
-                        tracing::info!(app = %self.app, chave = %chave, aplicadas = feito.aplicadas, "mensageria nats: a parked key applied; its held messages followed in order");
-                        agenda.remove(&chave);
-                    }
-                    outro => {
-                        let falhas = agenda.get(&chave).map_or(1, |(falhas, _)| falhas + 1);
-                        let espera = self
-                            .base
-                            .saturating_mul(2_u32.saturating_pow(falhas.min(20)))
-                            .min(self.maximo);
-                        tracing::warn!(app = %self.app, chave = %chave, falhas, retry_in_ms = u64::try_from(espera.as_millis()).unwrap_or(u64::MAX), resultado = ?outro.map(|f| f.mantidas), "mensageria nats: a parked key still fails; retried later");
-                        agenda.insert(chave, (falhas, Instant::now() + espera));
-                    }
-                }
+                self.retomar(chave, &mut agenda).await;
+            }
+        }
+    }
+
+    /// Applies `chave`'s dead letters in order when its first one is its consumer's to resume.
+    async fn retomar(&self, chave: String, agenda: &mut HashMap<String, (u32, Instant)>) {
+        let primeira = operacoes::mortas_recebidas_da_chave(&self.pool, &self.app, &chave)
+            .await
+            .ok()
+            .and_then(|mortas| mortas.into_iter().next());
+        let Some(primeira) = primeira else {
+            return;
+        };
+        if !(primeira.motivo.starts_with("parked:") || primeira.motivo.starts_with("held:")) {
+            agenda.insert(chave, (0, Instant::now() + ESPERA_DO_OPERADOR));
+            return;
+        }
+        let feito = mensageria_axum::recepcao::reaplicar_chave(&self.pool, &self.app, &chave).await;
+        match feito {
+            // The key's next dead letter is of a tipo another binary of the app receives (after
+            // those applied here, if any): that binary's consumer resumes it.
+            Ok(feito) if feito.sem_receptor > 0 => {
+                agenda.insert(chave, (0, Instant::now() + ESPERA_DO_OPERADOR));
+            }
+            Ok(feito) if feito.mantidas == 0 => {
+                tracing::info!(app = %self.app, chave = %chave, aplicadas = feito.aplicadas, "mensageria nats: an ordered key went on; its held messages followed in order");
+                agenda.remove(&chave);
+            }
+            outro => {
+                let falhas = agenda.get(&chave).map_or(1, |(falhas, _)| falhas + 1);
+                let espera = self
+                    .base
+                    .saturating_mul(2_u32.saturating_pow(falhas.min(20)))
+                    .min(self.maximo);
+                tracing::warn!(app = %self.app, chave = %chave, falhas, retry_in_ms = u64::try_from(espera.as_millis()).unwrap_or(u64::MAX), resultado = ?outro.map(|f| f.mantidas), "mensageria nats: a parked key still fails; retried later");
+                agenda.insert(chave, (falhas, Instant::now() + espera));
             }
         }
     }

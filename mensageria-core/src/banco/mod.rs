@@ -48,6 +48,12 @@ const SQL_MORTAS_POR_TIPO: &str = "SELECT tipo, CAST(count(*) AS BIGINT) FROM me
 const SQL_MORTAS_RECEBIDAS_POR_TIPO: &str = "SELECT app, tipo, CAST(count(*) AS BIGINT) \
      FROM mensageria_mortas_recebidas GROUP BY app, tipo ORDER BY app, tipo";
 
+/// The ordering keys of an app with dead letters its consumer resumes by itself (`parked`, and
+/// `held` ones, which resume once nothing is before them).
+pub(crate) const SQL_CHAVES_A_RETOMAR: &str = "SELECT DISTINCT chave_ordem \
+     FROM mensageria_mortas_recebidas WHERE app = $1 AND chave_ordem IS NOT NULL \
+     AND (motivo LIKE 'parked:%' OR motivo LIKE 'held:%') ORDER BY chave_ordem";
+
 /// The first dead letter of an app and ordering key before a position of the key (one probe of
 /// `mensageria_mortas_recebidas_por_chave`; a row without a position counts as before).
 pub(crate) const SQL_MORTA_QUE_RETEM: &str = "SELECT id_mensagem FROM mensageria_mortas_recebidas \
@@ -548,6 +554,12 @@ pub(crate) mod interno {
             chave: &str,
             sequencia: i64,
         ) -> impl Future<Output = Result<Option<Uuid>, sqlx::Error>> + Send;
+
+        /// The ordering keys of `app` with `parked` or `held` receiver-side dead letters.
+        fn chaves_a_retomar(
+            pool: &Pool<Self>,
+            app: &str,
+        ) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send;
 
         /// The receiver-side dead letters of `app` and ordering key `chave`, in the key's order.
         fn mortas_recebidas_da_chave(

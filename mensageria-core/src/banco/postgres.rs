@@ -1074,6 +1074,13 @@ impl BancoInterno for Postgres {
         Ok(linhas::mortas_recebidas(linhas, |id| id))
     }
 
+    async fn chaves_a_retomar(pool: &PgPool, app: &str) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar(super::SQL_CHAVES_A_RETOMAR)
+            .bind(app)
+            .fetch_all(pool)
+            .await
+    }
+
     async fn morta_recebida_que_retem(
         pool: &PgPool,
         app: &str,

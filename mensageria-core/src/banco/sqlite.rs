@@ -940,6 +940,13 @@ impl BancoInterno for Sqlite {
         Ok(linhas::mortas_recebidas(linhas, |_| id_mensagem))
     }
 
+    async fn chaves_a_retomar(pool: &SqlitePool, app: &str) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar(super::SQL_CHAVES_A_RETOMAR)
+            .bind(app)
+            .fetch_all(pool)
+            .await
+    }
+
     async fn morta_recebida_que_retem(
         pool: &SqlitePool,
         app: &str,
