@@ -335,55 +335,37 @@ impl<DB: Banco> Consumidor<DB> {
         // The lanes and whatever else every app agrees on, from the broker: refused when the
         // stream contradicts this app's declaration.
         let topologia = self.fluxo.verificar(&self.js, fluxo.cached_info()).await?;
-        let config_do_app = self.config.sob_max_age(max_age);
-        let cancelar = CancellationToken::new();
-        let adiadas = Arc::new(Adiadas::default());
         let primeira = fluxo.cached_info().state.first_sequence;
-        let mut tarefas = JoinSet::new();
+        let mut largada = Largada {
+            config: self.config.sob_max_age(max_age),
+            adiadas: Arc::new(Adiadas::default()),
+            cancelar: CancellationToken::new(),
+            tarefas: JoinSet::new(),
+            vigiadas: Vec::new(),
+        };
         let mut tipos = Vec::new();
-        let mut vigiadas = Vec::new();
         let receptores = self.receptores();
         let faixas_ordenadas = self.faixas_ordenadas(&topologia, &receptores);
         let por_tipo: Arc<Vec<&'static ReceptorRegistrado>> = Arc::new(receptores.clone());
         for registrado in receptores {
-            let mut faixas = vec![self.faixa(registrado.tipo)];
-            faixas.extend(faixas_ordenadas.iter().cloned());
+            let faixa = self.faixa(registrado.tipo);
+            let mut todas = vec![faixa.clone()];
+            todas.extend(faixas_ordenadas.iter().cloned());
             crate::acompanhamento::conferir_ausencia(
                 &self.pool,
                 &fluxo,
                 &self.config.app,
                 registrado.tipo,
-                &faixas,
+                &todas,
                 primeira,
                 max_age,
             )
             .await;
             // The unordered lane of the tipo; the ordered lanes are started once, below.
-            for faixa in faixas.into_iter().take(1) {
-                let config = self.config.do_duravel(&faixa);
-                let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;
-                // The in-progress signals follow the durable's own ack wait, as the server has
-                // it (a durable created by another replica or by hand may differ from ours).
-                let ack_wait = consumidor.cached_info().config.ack_wait;
-                let laco = Laco {
-                    pool: self.pool.clone(),
-                    consumidor,
-                    receptores: Receptores::Um(registrado),
-                    origem: format!("nats:{}:", self.fluxo.nome()),
-                    lote: faixa.lote,
-                    espera: faixa.espera,
-                    ack_wait,
-                    config: config_do_app.clone(),
-                    adiadas: Arc::clone(&adiadas),
-                };
-                tarefas.spawn(laco.rodar(cancelar.clone()));
-                vigiadas.push(crate::acompanhamento::Vigiada {
-                    tipo: Some(registrado.tipo),
-                    duravel: faixa.duravel,
-                    assunto: faixa.assunto,
-                    config,
-                });
-            }
+            let config = self.config.do_duravel(&faixa);
+            largada
+                .lancar(&self, &fluxo, faixa, config, Receptores::Um(registrado))
+                .await?;
             tipos.push(registrado.tipo);
         }
         for (n, faixa) in faixas_ordenadas.into_iter().enumerate() {
@@ -395,31 +377,22 @@ impl<DB: Banco> Consumidor<DB> {
                         start_sequence: inicio,
                     };
             }
-            let consumidor = criar_duravel(&fluxo, &faixa.duravel, config.clone()).await?;
-            let ack_wait = consumidor.cached_info().config.ack_wait;
-            let laco = Laco {
-                pool: self.pool.clone(),
-                consumidor,
-                receptores: Receptores::DaFaixa {
-                    por_tipo: Arc::clone(&por_tipo),
-                    fluxo: topologia.clone(),
-                },
-                origem: format!("nats:{}:", self.fluxo.nome()),
-                lote: faixa.lote,
-                espera: faixa.espera,
-                ack_wait,
-                config: config_do_app.clone(),
-                adiadas: Arc::clone(&adiadas),
+            let receptores = Receptores::DaFaixa {
+                por_tipo: Arc::clone(&por_tipo),
+                fluxo: topologia.clone(),
             };
-            tarefas.spawn(laco.rodar(cancelar.clone()));
-            vigiadas.push(crate::acompanhamento::Vigiada {
-                tipo: None,
-                duravel: faixa.duravel,
-                assunto: faixa.assunto,
-                config,
-            });
+            largada
+                .lancar(&self, &fluxo, faixa, config, receptores)
+                .await?;
         }
-        if config_do_app.ordem_apos_morta == OrdemAposMorta::Bloquear {
+        let Largada {
+            config,
+            adiadas,
+            cancelar,
+            mut tarefas,
+            vigiadas,
+        } = largada;
+        if config.ordem_apos_morta == OrdemAposMorta::Bloquear {
             tarefas.spawn(
                 crate::retomada::Retomada {
                     pool: self.pool.clone(),
@@ -629,6 +602,56 @@ impl ConsumidorHandle {
 /// What a fetch gives: the messages, or why there are none.
 type BuscaResultado = Result<Vec<Message>, async_nats::Error>;
 
+/// What [`Consumidor::spawn`] builds up: the app's configuration (under the stream's
+/// `max_age`), what its lanes share, their tasks and the durables the watcher checks.
+struct Largada {
+    config: Config,
+    adiadas: Arc<Adiadas>,
+    cancelar: CancellationToken,
+    tarefas: JoinSet<()>,
+    vigiadas: Vec<crate::acompanhamento::Vigiada>,
+}
+
+impl Largada {
+    /// Creates (or finds) `faixa`'s durable with `config` and starts its loop.
+    async fn lancar<DB: Banco>(
+        &mut self,
+        consumidor: &Consumidor<DB>,
+        fluxo: &jetstream::stream::Stream,
+        faixa: Faixa,
+        config: pull::Config,
+        receptores: Receptores,
+    ) -> Result<(), ErroNats> {
+        let duravel = criar_duravel(fluxo, &faixa.duravel, config.clone()).await?;
+        // The in-progress signals follow the durable's own ack wait, as the server has it (a
+        // durable created by another replica or by hand may differ from ours).
+        let ack_wait = duravel.cached_info().config.ack_wait;
+        let tipo = match &receptores {
+            Receptores::Um(registrado) => Some(registrado.tipo),
+            Receptores::DaFaixa { .. } => None,
+        };
+        let laco = Laco {
+            pool: consumidor.pool.clone(),
+            consumidor: duravel,
+            receptores,
+            origem: format!("nats:{}:", consumidor.fluxo.nome()),
+            lote: faixa.lote,
+            espera: faixa.espera,
+            ack_wait,
+            config: self.config.clone(),
+            adiadas: Arc::clone(&self.adiadas),
+        };
+        self.tarefas.spawn(laco.rodar(self.cancelar.clone()));
+        self.vigiadas.push(crate::acompanhamento::Vigiada {
+            tipo,
+            duravel: faixa.duravel,
+            assunto: faixa.assunto,
+            config,
+        });
+        Ok(())
+    }
+}
+
 /// One durable consumer: its name, subject, batch, messages in flight, fetch wait.
 #[derive(Clone)]
 pub(crate) struct Faixa {
@@ -817,29 +840,8 @@ impl<DB: Banco> Laco<DB> {
             }
         };
         let tipo = registrado.tipo;
-        if let Receptores::DaFaixa { .. } = self.receptores
-            && let Some(retida) = self.retida(&mensagens[0]).await
-        {
-            // An ordered lane's batch is its one message.
-            match retida {
-                Ok(motivo) => {
-                    let resposta = self
-                        .terminar_morta(&mensagens[0], tipo, "held", &motivo)
-                        .await;
-                    self.resolver(resposta);
-                    return false;
-                }
-                Err(erro) => {
-                    let veredito = Veredito::Adiar {
-                        codigo: "database",
-                        motivo: erro,
-                        tentar_apos: None,
-                    };
-                    self.liquidar(&mensagens[0], tipo, veredito, Some(banco_fora + 1))
-                        .await;
-                    return true;
-                }
-            }
+        if let Some(banco_caiu) = self.reter(mensagens, tipo, banco_fora).await {
+            return banco_caiu;
         }
         let mut vereditos: Vec<Option<Veredito>> = vec![None; mensagens.len()];
         let mut entradas = Vec::with_capacity(mensagens.len());
@@ -1012,6 +1014,39 @@ impl<DB: Banco> Laco<DB> {
                 self.config.idade_maxima.as_secs()
             )
         })
+    }
+
+    /// An ordered lane's batch (its one message) held behind a dead letter of its key: kept as
+    /// a `held` dead letter; `Some(true)` when the database could not say (redelivered later),
+    /// `Some(false)` when held, `None` when it goes on.
+    async fn reter(
+        &self,
+        mensagens: &[Message],
+        tipo: &'static str,
+        banco_fora: i64,
+    ) -> Option<bool> {
+        if !matches!(self.receptores, Receptores::DaFaixa { .. }) {
+            return None;
+        }
+        match self.retida(&mensagens[0]).await? {
+            Ok(motivo) => {
+                let resposta = self
+                    .terminar_morta(&mensagens[0], tipo, "held", &motivo)
+                    .await;
+                self.resolver(resposta);
+                Some(false)
+            }
+            Err(erro) => {
+                let veredito = Veredito::Adiar {
+                    codigo: "database",
+                    motivo: erro,
+                    tentar_apos: None,
+                };
+                self.liquidar(&mensagens[0], tipo, veredito, Some(banco_fora + 1))
+                    .await;
+                Some(true)
+            }
+        }
     }
 
     /// Under [`OrdemAposMorta::Bloquear`], whether an ordered message waits behind a dead letter

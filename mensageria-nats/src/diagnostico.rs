@@ -34,10 +34,7 @@ pub struct Achado {
 pub async fn diagnosticar(js: &jetstream::Context, nome: &str) -> Result<Vec<Achado>, ErroNats> {
     let fluxo_js = Fluxo::new(nome, "x")?.existente(js).await?;
     let info = fluxo_js.cached_info().clone();
-    let mut achados = Vec::new();
-    let mut achar = |codigo, mensagem: String| achados.push(Achado { codigo, mensagem });
     let registro = topologia::ler(js, nome).await?;
-    let replicas = info.config.num_replicas.max(1);
     let prefixo = match &registro {
         Some(registro) => registro.prefixo.clone(),
         None => info
@@ -48,38 +45,58 @@ pub async fn diagnosticar(js: &jetstream::Context, nome: &str) -> Result<Vec<Ach
             .unwrap_or_default(),
     };
     let fluxo = Fluxo::new(nome, &prefixo)?;
-    match &registro {
-        None => achar(
-            "stream-topology",
-            format!(
-                "stream `{}` has no topology record (bucket `{}`): the first app of this version \
-                 that starts writes it; until then apps cannot agree on its ordered lanes",
-                fluxo.nome(),
+    let mut achados = achados_da_topologia(nome, &info, registro.as_ref());
+    achados.extend(achados_do_consumo(&fluxo_js, &fluxo, &prefixo).await?);
+    Ok(achados)
+}
+
+/// The record missing or drifted from the stream, and a single replica.
+fn achados_da_topologia(
+    nome: &str,
+    info: &async_nats::jetstream::stream::Info,
+    registro: Option<&topologia::Topologia>,
+) -> Vec<Achado> {
+    let mut achados = Vec::new();
+    let replicas = info.config.num_replicas.max(1);
+    match registro {
+        None => achados.push(Achado {
+            codigo: "stream-topology",
+            mensagem: format!(
+                "stream `{nome}` has no topology record (bucket `{}`): the first app of this \
+                 version that starts writes it; until then apps cannot agree on its ordered lanes",
                 topologia::BALDE
             ),
-        ),
-        Some(registro) if registro.replicas != replicas => achar(
-            "stream-topology",
-            format!(
-                "stream `{}` has {replicas} replica(s) and its record says {}: it was changed \
+        }),
+        Some(registro) if registro.replicas != replicas => achados.push(Achado {
+            codigo: "stream-topology",
+            mensagem: format!(
+                "stream `{nome}` has {replicas} replica(s) and its record says {}: it was changed \
                  after the apps set it up; check that every app still requires what it has",
-                fluxo.nome(),
                 registro.replicas
             ),
-        ),
+        }),
         Some(_) => {}
     }
     if replicas == 1 {
-        achar(
-            "stream-single-replica",
-            format!(
-                "stream `{}` has one replica: a PubAck is one server's, and losing that server's \
-                 disk loses what it had not synced after the relay deleted it from the saída; \
-                 use 3 replicas on a cluster in production",
-                fluxo.nome()
+        achados.push(Achado {
+            codigo: "stream-single-replica",
+            mensagem: format!(
+                "stream `{nome}` has one replica: a PubAck is one server's, and losing that \
+                 server's disk loses what it had not synced after the relay deleted it from the \
+                 saída; use 3 replicas on a cluster in production"
             ),
-        );
+        });
     }
+    achados
+}
+
+/// Ordered lanes and tipos with messages that no durable consumes.
+async fn achados_do_consumo(
+    fluxo_js: &jetstream::stream::Stream,
+    fluxo: &Fluxo,
+    prefixo: &str,
+) -> Result<Vec<Achado>, ErroNats> {
+    let mut achados = Vec::new();
     let filtros: Vec<String> = fluxo_js
         .consumers()
         .map_ok(|consumidor| consumidor.config.filter_subject)
@@ -104,19 +121,19 @@ pub async fn diagnosticar(js: &jetstream::Context, nome: &str) -> Result<Vec<Ach
         let tipo = match fluxo.tipo_da_faixa(assunto) {
             Some(tipo) => {
                 if !consumido(assunto) {
-                    achar(
-                        "lane-unconsumed",
-                        format!(
+                    achados.push(Achado {
+                        codigo: "lane-unconsumed",
+                        mensagem: format!(
                             "{mensagens} message(s) on ordered lane subject `{assunto}`, which no \
                              durable consumes: a receiving app declares other lanes, or none \
                              runs; they are applied only when one does"
                         ),
-                    );
+                    });
                 }
                 tipo
             }
             None => assunto
-                .strip_prefix(prefixo.as_str())
+                .strip_prefix(prefixo)
                 .and_then(|resto| resto.strip_prefix('.'))
                 .unwrap_or(assunto),
         };
@@ -125,15 +142,15 @@ pub async fn diagnosticar(js: &jetstream::Context, nome: &str) -> Result<Vec<Ach
     for (tipo, mensagens) in por_tipo {
         // Every receiving app of a tipo has a durable on its unordered subject.
         if !consumido(&format!("{prefixo}.{tipo}")) {
-            achar(
-                "tipo-unconsumed",
-                format!(
+            achados.push(Achado {
+                codigo: "tipo-unconsumed",
+                mensagem: format!(
                     "{mensagens} message(s) of tipo `{tipo}` in stream `{}`, which no receiving \
                      app consumes: they stay until the stream's max_age deletes them; start the \
                      app that receives it, or stop publishing it",
                     fluxo.nome()
                 ),
-            );
+            });
         }
     }
     Ok(achados)
