@@ -1190,6 +1190,22 @@ async fn passos_por_chave(pool: &sqlx::PgPool) -> std::collections::BTreeMap<i64
     por_chave
 }
 
+/// Fails unless each key of `chaves` applied steps `0..passos`, once each, in order.
+fn afirmar_passos(
+    depois: &std::collections::BTreeMap<i64, Vec<i64>>,
+    chaves: impl IntoIterator<Item = i64>,
+    passos: i64,
+) {
+    let todos: Vec<i64> = (0..passos).collect();
+    for chave in chaves {
+        assert_eq!(
+            depois.get(&chave),
+            Some(&todos),
+            "key {chave}: once each, in order"
+        );
+    }
+}
+
 /// Steps applied in all.
 async fn passos_aplicados(pool: &sqlx::PgPool) -> usize {
     passos_por_chave(pool).await.values().map(Vec::len).sum()
@@ -1364,14 +1380,7 @@ async fn uma_morta_retem_a_sua_chave_e_o_reenvio_vai_em_ordem() {
         Some(&vec![0, 1, 3, 4, 5]),
         "the discarded step skipped"
     );
-    for chave in chaves.iter().copied().chain([2200]) {
-        let todos: Vec<i64> = (0..6).collect();
-        assert_eq!(
-            depois.get(&chave),
-            Some(&todos),
-            "key {chave}: once each, in order"
-        );
-    }
+    afirmar_passos(&depois, chaves.iter().copied().chain([2200]), 6);
     bancada.fechar().await;
     emissor.descartar().await;
     receptor.descartar().await;
@@ -1445,14 +1454,7 @@ async fn uma_chave_que_falha_estaciona_e_as_outras_andam() {
     );
     assert!(consumidor.shutdown(Duration::from_secs(10)).await);
     let depois = passos_por_chave(&receptor.pool).await;
-    for chave in 3000..3010 {
-        let todos: Vec<i64> = (0..6).collect();
-        assert_eq!(
-            depois.get(&chave),
-            Some(&todos),
-            "key {chave}: once each, in order"
-        );
-    }
+    afirmar_passos(&depois, 3000..3010, 6);
     bancada.fechar().await;
     emissor.descartar().await;
     receptor.descartar().await;
@@ -1494,9 +1496,7 @@ async fn um_binario_que_passa_a_receber_outro_tipo_herda_a_posicao_das_faixas() 
     .await;
     assert!(novo.shutdown(Duration::from_secs(5)).await);
     let depois = passos_por_chave(&receptor.pool).await;
-    for chave in 4000..4006 {
-        assert_eq!(depois.get(&chave), Some(&vec![0, 1, 2, 3]), "key {chave}");
-    }
+    afirmar_passos(&depois, 4000..4006, 4);
     bancada.fechar().await;
     emissor.descartar().await;
     receptor.descartar().await;
