@@ -446,6 +446,7 @@ fn autorizacao(fluxo: &str, prefixo: &str) -> String {
         publish: {{ allow: ["$JS.API.STREAM.INFO.{fluxo}", "$JS.API.STREAM.MSG.GET.{fluxo}",
                             "$JS.API.CONSUMER.CREATE.{fluxo}", "$JS.API.CONSUMER.CREATE.{fluxo}.>",
                             "$JS.API.CONSUMER.DURABLE.CREATE.{fluxo}.>", "$JS.API.CONSUMER.INFO.{fluxo}.>",
+                            "$JS.API.CONSUMER.NAMES.{fluxo}",
                             "$JS.API.CONSUMER.MSG.NEXT.{fluxo}.>", "$JS.ACK.{fluxo}.>",
                             "$JS.API.STREAM.INFO.KV_mensageria_topologia",
                             "$JS.API.DIRECT.GET.KV_mensageria_topologia.>"] }}

@@ -368,10 +368,12 @@ impl<DB: Banco> Consumidor<DB> {
                 .await?;
             tipos.push(registrado.tipo);
         }
+        let duraveis = listar_duraveis(&fluxo).await.unwrap_or_default();
         for (n, faixa) in faixas_ordenadas.into_iter().enumerate() {
             let mut config = self.config.do_duravel(&faixa);
-            if let Some(inicio) = herdar_posicao(&fluxo, &self.config.app, n, &faixa.duravel).await
-            {
+            let herdada =
+                herdar_posicao(&fluxo, &duraveis, &self.config.app, n, &faixa.duravel).await;
+            if let Some(inicio) = herdada {
                 config.deliver_policy =
                     async_nats::jetstream::consumer::DeliverPolicy::ByStartSequence {
                         start_sequence: inicio,
@@ -482,30 +484,58 @@ impl<DB: Banco> Consumidor<DB> {
     }
 }
 
+/// The names of the stream's durables (one listing for every lane of the app), or `None` when
+/// they cannot be listed: the client's listing asks again after an error, forever, so it stops
+/// at the first (a user without `$JS.API.CONSUMER.NAMES.<stream>`, a server going away) and
+/// gives up after 5 s.
+async fn listar_duraveis(fluxo: &jetstream::stream::Stream) -> Option<Vec<String>> {
+    let listar = async {
+        let mut nomes = Vec::new();
+        let mut lista = std::pin::pin!(fluxo.consumer_names());
+        while let Some(nome) = lista.next().await {
+            nomes.push(nome.ok()?);
+        }
+        Some(nomes)
+    };
+    let nomes = tokio::time::timeout(Duration::from_secs(5), listar)
+        .await
+        .ok()
+        .flatten();
+    if nomes.is_none() {
+        tracing::warn!(
+            stream = %fluxo.cached_info().config.name,
+            "mensageria nats: could not list the stream's durables (permission \
+             `$JS.API.CONSUMER.NAMES`?): a new ordered-lane durable starts where `Inicio` says, \
+             not where the app's earlier ones had settled"
+        );
+    }
+    nomes
+}
+
 /// Where a new durable of ordered lane `n` starts when the app already has lane durables of
-/// another tipo set (a binary that now receives other tipos, after a deploy): right after the
-/// earliest of their ack floors, so nothing they had not settled is skipped (whatever `Inicio`
-/// says) and the lane's history is not replayed. `None` when `duravel` exists or is the app's
-/// first. The old durables are said at WARN: delete them once no binary of their tipo set runs.
+/// another tipo set among `duraveis` (a binary that now receives other tipos, after a deploy):
+/// right after the earliest of their ack floors, so nothing they had not settled is skipped
+/// (whatever `Inicio` says) and the lane's history is not replayed. `None` when `duravel` exists
+/// or is the app's first. The old durables are said at WARN: delete them once no binary of
+/// their tipo set runs.
 async fn herdar_posicao(
     fluxo: &jetstream::stream::Stream,
+    duraveis: &[String],
     app: &str,
     n: usize,
     duravel: &str,
 ) -> Option<u64> {
-    if fluxo.consumer_info(duravel).await.is_ok() {
+    if duraveis.iter().any(|nome| nome == duravel) {
         return None;
     }
     let prefixo = nome::prefixo_da_faixa(app, n);
-    let nomes: Vec<String> = fluxo
-        .consumer_names()
-        .filter_map(|nome| async move { nome.ok() })
-        .filter(|nome| futures_util::future::ready(nome.starts_with(&prefixo) && nome != duravel))
-        .collect()
-        .await;
+    let nomes: Vec<&String> = duraveis
+        .iter()
+        .filter(|nome| nome.starts_with(&prefixo))
+        .collect();
     let mut piso: Option<u64> = None;
     for antigo in &nomes {
-        if let Ok(info) = fluxo.consumer_info(antigo).await {
+        if let Ok(info) = fluxo.consumer_info(antigo.as_str()).await {
             let seu = info.ack_floor.stream_sequence + 1;
             piso = Some(piso.map_or(seu, |p| p.min(seu)));
         }
