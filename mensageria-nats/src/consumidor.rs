@@ -387,49 +387,7 @@ impl<DB: Banco> Consumidor<DB> {
                 .lancar(&self, &fluxo, faixa, config, receptores)
                 .await?;
         }
-        let Largada {
-            config,
-            adiadas,
-            cancelar,
-            mut tarefas,
-            vigiadas,
-        } = largada;
-        if config.ordem_apos_morta == OrdemAposMorta::Bloquear {
-            tarefas.spawn(
-                crate::retomada::Retomada {
-                    pool: self.pool.clone(),
-                    app: self.config.app.clone(),
-                    intervalo: self.config.intervalo_de_verificacao,
-                    base: self.config.backoff_base,
-                    maximo: self.config.backoff_max,
-                }
-                .rodar(cancelar.clone()),
-            );
-        }
-        tarefas.spawn(
-            crate::acompanhamento::Acompanhamento {
-                pool: self.pool.clone(),
-                fluxo,
-                app: self.config.app.clone(),
-                vigiadas,
-                max_age,
-                intervalo: self.config.intervalo_de_verificacao,
-                adiadas,
-            }
-            .rodar(cancelar.clone()),
-        );
-        tracing::info!(
-            app = %self.config.app,
-            stream = %self.fluxo.nome(),
-            ?tipos,
-            "mensageria nats: consuming"
-        );
-        Ok(ConsumidorHandle {
-            cancelar,
-            tarefas,
-            tipos,
-            cliente: self.js.client(),
-        })
+        Ok(largada.concluir(&self, fluxo, max_age, tipos))
     }
 
     /// The unordered durable of `tipo` for this app: batches of up to the configured size.
@@ -679,6 +637,60 @@ impl Largada {
             config,
         });
         Ok(())
+    }
+
+    /// Starts the tasks beside the lanes (the parked keys' retries under `Bloquear`, the
+    /// durables' watcher) and hands the running consumer over.
+    fn concluir<DB: Banco>(
+        self,
+        consumidor: &Consumidor<DB>,
+        fluxo: jetstream::stream::Stream,
+        max_age: Duration,
+        tipos: Vec<&'static str>,
+    ) -> ConsumidorHandle {
+        let Largada {
+            config,
+            adiadas,
+            cancelar,
+            mut tarefas,
+            vigiadas,
+        } = self;
+        if config.ordem_apos_morta == OrdemAposMorta::Bloquear {
+            tarefas.spawn(
+                crate::retomada::Retomada {
+                    pool: consumidor.pool.clone(),
+                    app: config.app.clone(),
+                    intervalo: config.intervalo_de_verificacao,
+                    base: config.backoff_base,
+                    maximo: config.backoff_max,
+                }
+                .rodar(cancelar.clone()),
+            );
+        }
+        tarefas.spawn(
+            crate::acompanhamento::Acompanhamento {
+                pool: consumidor.pool.clone(),
+                fluxo,
+                app: config.app.clone(),
+                vigiadas,
+                max_age,
+                intervalo: config.intervalo_de_verificacao,
+                adiadas,
+            }
+            .rodar(cancelar.clone()),
+        );
+        tracing::info!(
+            app = %config.app,
+            stream = %consumidor.fluxo.nome(),
+            ?tipos,
+            "mensageria nats: consuming"
+        );
+        ConsumidorHandle {
+            cancelar,
+            tarefas,
+            tipos,
+            cliente: consumidor.js.client(),
+        }
     }
 }
 
