@@ -9,8 +9,9 @@
 //! Needs PostgreSQL at `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
 //! each section works in a schema of its own, dropped at the end. The JetStream section
 //! (`--so nats`) also needs nats-server with JetStream at `NATS_URL` (default
-//! `nats://127.0.0.1:4222`) and uses a stream of each run's own, deleted at its end. Writes
-//! `BENCHMARKS.md`.
+//! `nats://127.0.0.1:4222`) and uses a stream of each run's own, deleted at its end. A full
+//! run writes `BENCHMARKS.md`; a partial run (`--so a,b`) writes `target/benchmarks/a,b.md` and
+//! leaves `BENCHMARKS.md` as it is (`--saida` chooses another file).
 
 mod ambiente;
 mod carga;
@@ -55,9 +56,28 @@ struct Args {
     /// Run only these sections (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     so: Vec<Secao>,
-    /// Where to write the report.
-    #[arg(long, default_value = "BENCHMARKS.md")]
-    saida: std::path::PathBuf,
+    /// Where to write the report. Default: `BENCHMARKS.md` for a full run; a partial run
+    /// (`--so`) never overwrites it by default and writes `target/benchmarks/<sections>.md`.
+    #[arg(long)]
+    saida: Option<std::path::PathBuf>,
+}
+
+/// Where a run writes its report: `--saida`, else `BENCHMARKS.md` for a full run and
+/// `target/benchmarks/<sections>.md` for a partial one (a partial run that replaced the whole
+/// file lost every other section's figures).
+fn destino(args: &Args) -> std::path::PathBuf {
+    if let Some(saida) = &args.saida {
+        return saida.clone();
+    }
+    if args.so.is_empty() {
+        return "BENCHMARKS.md".into();
+    }
+    let nomes: Vec<String> = args
+        .so
+        .iter()
+        .filter_map(|secao| secao.to_possible_value().map(|v| v.get_name().to_owned()))
+        .collect();
+    std::path::PathBuf::from("target/benchmarks").join(format!("{}.md", nomes.join(",")))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -215,7 +235,57 @@ fn main() {
             p.backlog
         );
         let md = rel.markdown(&maquina, &comando, &parametros);
-        std::fs::write(&args.saida, md).expect("write the report");
-        println!("written to {}", args.saida.display());
+        let saida = destino(&args);
+        if let Some(pasta) = saida.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(pasta).expect("create the report's directory");
+        }
+        std::fs::write(&saida, md).expect("write the report");
+        println!("written to {}", saida.display());
+        if args.saida.is_none() && !args.so.is_empty() {
+            println!(
+                "(a partial run: BENCHMARKS.md is left as it is; a full run, without --so, \
+                 rewrites it)"
+            );
+        }
     });
+}
+
+#[cfg(test)]
+mod testes {
+    use clap::Parser;
+
+    use super::{Args, destino};
+
+    #[test]
+    fn uma_rodada_parcial_nao_reescreve_o_benchmarks_md() {
+        let caminho = |args: &[&str]| {
+            destino(&Args::parse_from(
+                std::iter::once("mensageria-bench").chain(args.iter().copied()),
+            ))
+        };
+        assert_eq!(caminho(&[]), std::path::PathBuf::from("BENCHMARKS.md"));
+        assert_eq!(
+            caminho(&["--rapido"]),
+            std::path::PathBuf::from("BENCHMARKS.md")
+        );
+        assert_eq!(
+            caminho(&[
+                "--so",
+                "queima",
+                "--repeticoes",
+                "3",
+                "--backlog",
+                "1000000"
+            ]),
+            std::path::PathBuf::from("target/benchmarks/queima.md")
+        );
+        assert_eq!(
+            caminho(&["--so", "nats,ordem-ponta-a-ponta"]),
+            std::path::PathBuf::from("target/benchmarks/nats,ordem-ponta-a-ponta.md")
+        );
+        assert_eq!(
+            caminho(&["--so", "nats", "--saida", "/tmp/x.md"]),
+            std::path::PathBuf::from("/tmp/x.md")
+        );
+    }
 }
