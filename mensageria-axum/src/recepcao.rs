@@ -229,7 +229,11 @@ pub async fn reaplicar_mortas_recebidas<DB: mensageria_core::Banco>(
         if !chaves_vistas.insert(chave.clone()) {
             continue;
         }
-        reaplicar_em_ordem(pool, app, &chave, &mut feito).await?;
+        let da_chave = operacoes::mortas_recebidas_da_chave(pool, app, &chave).await?;
+        let dela = reaplicar_em_ordem(pool, app, &da_chave).await?;
+        feito.aplicadas += dela.aplicadas;
+        feito.mantidas += dela.mantidas;
+        feito.sem_receptor += dela.sem_receptor;
     }
     Ok(feito)
 }
@@ -242,25 +246,25 @@ pub async fn reaplicar_chave<DB: mensageria_core::Banco>(
     app: &str,
     chave: &str,
 ) -> Result<Reaplicacao, mensageria_core::Erro> {
-    let mut feito = Reaplicacao::default();
-    reaplicar_em_ordem(pool, app, chave, &mut feito).await?;
-    Ok(feito)
+    let da_chave = operacoes::mortas_recebidas_da_chave(pool, app, chave).await?;
+    reaplicar_em_ordem(pool, app, &da_chave).await
 }
 
-async fn reaplicar_em_ordem<DB: mensageria_core::Banco>(
+/// [`reaplicar_chave`] on a key's dead letters already read
+/// ([`operacoes::mortas_recebidas_da_chave`]), in their order.
+pub async fn reaplicar_em_ordem<DB: mensageria_core::Banco>(
     pool: &Pool<DB>,
     app: &str,
-    chave: &str,
-    feito: &mut Reaplicacao,
-) -> Result<(), mensageria_core::Erro> {
-    let da_chave = operacoes::mortas_recebidas_da_chave(pool, app, chave).await?;
+    da_chave: &[operacoes::MortaRecebida],
+) -> Result<Reaplicacao, mensageria_core::Erro> {
+    let mut feito = Reaplicacao::default();
     for (posicao, morta) in da_chave.iter().enumerate() {
-        if !reaplicar_uma(pool, app, morta, feito).await? {
+        if !reaplicar_uma(pool, app, morta, &mut feito).await? {
             feito.mantidas += da_chave.len() - posicao - 1;
             break;
         }
     }
-    Ok(())
+    Ok(feito)
 }
 
 /// Replays one dead letter; whether it was applied (and forgotten).

@@ -381,13 +381,13 @@ async fn publicar_de_novo(
     cabecalhos.insert("ce-id", nova.to_string().as_str());
     cabecalhos.insert("ce-type", morta.tipo.as_str());
     cabecalhos.insert(
-        "Mensageria-Reenvio-De",
+        mensageria_nats::cabecalhos::REENVIO_DE,
         morta.id_mensagem.to_string().as_str(),
     );
     if let (Some(chave), Some(sequencia)) = (&morta.chave_ordem, morta.sequencia) {
-        cabecalhos.insert("ce-partitionkey", chave.as_str());
+        cabecalhos.insert(mensageria_nats::cabecalhos::CHAVE_DE_ORDEM, chave.as_str());
         cabecalhos.insert(
-            "Mensageria-Sequencia-Original",
+            mensageria_nats::cabecalhos::SEQUENCIA_ORIGINAL,
             sequencia.to_string().as_str(),
         );
     }

@@ -10,8 +10,8 @@
 //! message at a time out, in stream order: the next step of a key is delivered only once the
 //! previous one is settled, whichever replica holds it, and a redelivery keeps its place. A lane
 //! message of a tipo the binary does not receive is acknowledged and skipped: binaries of one app
-//! that receive different tipos have lane durables of their own, so each still gets its tipos. A fetched batch is applied like the HTTP batch route — rounds of
-//! distinct keys, one transaction each, an outcome per event — and each message is then settled
+//! that receive different tipos have lane durables of their own, so each still gets its tipos. A
+//! fetched batch is applied like the HTTP batch route — rounds of distinct keys, one transaction each, an outcome per event — and each message is then settled
 //! by its outcome, after the commit:
 //!
 //! | outcome | JetStream |
@@ -50,6 +50,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::cabecalhos::{CHAVE_DE_ORDEM, REENVIO_DE, SEQUENCIA_ORIGINAL};
 use crate::expiracao::Adiadas;
 use crate::{ErroNats, Fluxo, nome};
 
@@ -614,10 +615,7 @@ impl Largada {
         // The in-progress signals follow the durable's own ack wait, as the server has it (a
         // durable created by another replica or by hand may differ from ours).
         let ack_wait = duravel.cached_info().config.ack_wait;
-        let tipo = match &receptores {
-            Receptores::Um(registrado) => Some(registrado.tipo),
-            Receptores::DaFaixa { .. } => None,
-        };
+        let tipo = receptores.tipo();
         let laco = Laco {
             pool: consumidor.pool.clone(),
             consumidor: duravel,
@@ -733,12 +731,17 @@ enum Receptores {
 }
 
 impl Receptores {
+    /// The tipo of a tipo's unordered lane; `None` for an ordered lane (every tipo).
+    fn tipo(&self) -> Option<&'static str> {
+        match self {
+            Self::Um(registrado) => Some(registrado.tipo),
+            Self::DaFaixa { .. } => None,
+        }
+    }
+
     /// What the lane's logs and metrics name it by.
     fn rotulo(&self) -> &'static str {
-        match self {
-            Self::Um(registrado) => registrado.tipo,
-            Self::DaFaixa { .. } => "_ordem",
-        }
+        self.tipo().unwrap_or("_ordem")
     }
 
     /// The receptor of `mensagem`; `None` for a lane message of a tipo this binary does not
@@ -1032,10 +1035,10 @@ impl<DB: Banco> Laco<DB> {
     /// [`Config::com_entregas_na_faixa`]): a message of an ordered lane, with its key, under
     /// `Bloquear`, at its `entregas_na_faixa`-th delivery.
     fn estacionar(&self, mensagem: &Message, entregas: i64) -> bool {
-        matches!(self.receptores, Receptores::DaFaixa { .. })
+        self.receptores.tipo().is_none()
             && self.config.ordem_apos_morta == OrdemAposMorta::Bloquear
             && entregas >= self.config.entregas_na_faixa
-            && cabecalho(mensagem, "ce-partitionkey").is_some()
+            && cabecalho(mensagem, CHAVE_DE_ORDEM).is_some()
     }
 
     /// Why this consumer gives a message up now, if it does: `max_entregas` deliveries, or
@@ -1067,7 +1070,7 @@ impl<DB: Banco> Laco<DB> {
         tipo: &'static str,
         banco_fora: i64,
     ) -> Option<bool> {
-        if !matches!(self.receptores, Receptores::DaFaixa { .. }) {
+        if self.receptores.tipo().is_some() {
             return None;
         }
         match self.retida(&mensagens[0]).await? {
@@ -1098,7 +1101,7 @@ impl<DB: Banco> Laco<DB> {
         if self.config.ordem_apos_morta != OrdemAposMorta::Bloquear {
             return None;
         }
-        let chave = cabecalho(mensagem, "ce-partitionkey")?;
+        let chave = cabecalho(mensagem, CHAVE_DE_ORDEM)?;
         let posicao = posicao_na_chave(mensagem)?;
         match operacoes::morta_recebida_que_retem(&self.pool, &self.config.app, chave, posicao)
             .await
@@ -1116,9 +1119,7 @@ impl<DB: Banco> Laco<DB> {
     /// A replayed dead letter (`Mensageria-Reenvio-De`) was applied: its record goes, so the
     /// key's next one is no longer held behind it.
     async fn esquecer_reenviada(&self, mensagem: &Message) {
-        let Some(id) =
-            cabecalho(mensagem, "Mensageria-Reenvio-De").and_then(|id| Uuid::parse_str(id).ok())
-        else {
+        let Some(id) = reenvio_de(mensagem) else {
             return;
         };
         // Another app of the subject (fan-out) gets the replay too, and has no such record.
@@ -1178,8 +1179,7 @@ impl<DB: Banco> Laco<DB> {
             app: self.config.app.clone(),
             // A replay is kept under the dead letter it replays (its place in its key included);
             // a message without a usable id gets one of its own, so it is kept like the others.
-            id_mensagem: cabecalho(mensagem, "Mensageria-Reenvio-De")
-                .and_then(|id| Uuid::parse_str(id).ok())
+            id_mensagem: reenvio_de(mensagem)
                 .or_else(|| id_da_mensagem(mensagem))
                 .unwrap_or_else(Uuid::now_v7),
             tipo: tipo.to_owned(),
@@ -1193,7 +1193,7 @@ impl<DB: Banco> Laco<DB> {
             traceparent: cabecalho(mensagem, "traceparent").map(str::to_owned),
             tracestate: cabecalho(mensagem, "tracestate").map(str::to_owned),
             sequencia: posicao_na_chave(mensagem),
-            chave_ordem: cabecalho(mensagem, "ce-partitionkey").map(str::to_owned),
+            chave_ordem: cabecalho(mensagem, CHAVE_DE_ORDEM).map(str::to_owned),
         }
     }
 }
@@ -1229,10 +1229,15 @@ fn ler<'m>(mensagem: &'m Message, tipo: &str) -> Result<Entrada<'m>, Veredito> {
     })
 }
 
+/// The dead letter a replayed message replays (`Mensageria-Reenvio-De`), if it is one.
+fn reenvio_de(mensagem: &Message) -> Option<Uuid> {
+    cabecalho(mensagem, REENVIO_DE).and_then(|id| Uuid::parse_str(id).ok())
+}
+
 /// A message's place: its stream sequence, or, for a replayed dead letter, the sequence it had
 /// (`Mensageria-Sequencia-Original`), so a replay keeps its place in its key.
 fn posicao_na_chave(mensagem: &Message) -> Option<i64> {
-    cabecalho(mensagem, "Mensageria-Sequencia-Original")
+    cabecalho(mensagem, SEQUENCIA_ORIGINAL)
         .and_then(|sequencia| sequencia.parse().ok())
         .or_else(|| {
             mensagem

@@ -32,5 +32,18 @@ pub use erro::ErroNats;
 pub use fluxo::{Armazenamento, Fluxo, Retencao};
 pub use publicador::Publicador;
 
+/// The headers a replayed receiving-side dead letter carries (`mensageria mortas-recebidas
+/// reenviar` writes them, the [`Consumidor`] reads them): one place, so writer and reader agree.
+pub mod cabecalhos {
+    /// The message id of the dead letter a message replays; the app forgets that dead letter
+    /// when it applies the replay.
+    pub const REENVIO_DE: &str = "Mensageria-Reenvio-De";
+    /// The replayed message's place in its ordering key (its original stream sequence).
+    pub const SEQUENCIA_ORIGINAL: &str = "Mensageria-Sequencia-Original";
+    /// The ordering key (the CloudEvents partitioning extension, as
+    /// `mensageria_core::cloudevents::atributos` writes it).
+    pub const CHAVE_DE_ORDEM: &str = "ce-partitionkey";
+}
+
 /// Re-exported: the NATS client these types take, at the version mensageria uses.
 pub use async_nats;

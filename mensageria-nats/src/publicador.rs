@@ -65,11 +65,9 @@ impl Publicador {
             persistencia: Duration::from_secs(10),
             tempo_limite: Duration::from_secs(5),
             duplicados: Arc::default(),
-            verificado: Arc::new(if fluxo.verificado() {
-                tokio::sync::OnceCell::new_with(Some(fluxo.clone()))
-            } else {
-                tokio::sync::OnceCell::new()
-            }),
+            verificado: Arc::new(tokio::sync::OnceCell::new_with(
+                fluxo.verificado().then(|| fluxo.clone()),
+            )),
         }
     }
 

@@ -3,7 +3,7 @@
 //! other keys go on; and a `held` dead letter with nothing before it any more (the one it waited
 //! behind was replayed, applied or discarded, possibly while it was being held) has nothing left
 //! to wait for. This task finds such keys every `intervalo` and applies their dead letters in
-//! process, in the key's order ([`mensageria_axum::recepcao::reaplicar_chave`]), with a backoff
+//! process, in the key's order ([`mensageria_axum::recepcao::reaplicar_em_ordem`]), with a backoff
 //! per key, until they apply. A key whose first dead letter was refused for good (`rejected`,
 //! `gave_up`, `expired`) waits for an operator.
 
@@ -57,18 +57,20 @@ impl<DB: Banco> Retomada<DB> {
 
     /// Applies `chave`'s dead letters in order when its first one is its consumer's to resume.
     async fn retomar(&self, chave: String, agenda: &mut HashMap<String, (u32, Instant)>) {
-        let primeira = operacoes::mortas_recebidas_da_chave(&self.pool, &self.app, &chave)
-            .await
-            .ok()
-            .and_then(|mortas| mortas.into_iter().next());
-        let Some(primeira) = primeira else {
+        let Ok(da_chave) =
+            operacoes::mortas_recebidas_da_chave(&self.pool, &self.app, &chave).await
+        else {
+            return; // the database is down: the next round asks again
+        };
+        let Some(primeira) = da_chave.first() else {
             return;
         };
         if !(primeira.motivo.starts_with("parked:") || primeira.motivo.starts_with("held:")) {
             agenda.insert(chave, (0, Instant::now() + ESPERA_DO_OPERADOR));
             return;
         }
-        let feito = mensageria_axum::recepcao::reaplicar_chave(&self.pool, &self.app, &chave).await;
+        let feito =
+            mensageria_axum::recepcao::reaplicar_em_ordem(&self.pool, &self.app, &da_chave).await;
         match feito {
             // The key's next dead letter is of a tipo another binary of the app receives (after
             // those applied here, if any): that binary's consumer resumes it.
