@@ -15,7 +15,8 @@ use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::relay::{Config as ConfigRelay, Relay};
 use mensageria_core::{ContextoEnvio, FalhaEnvio, enviador};
 use mensageria_nats::{ConfigConsumidor, Consumidor, Fluxo, Publicador};
-use mensageria_testes::nats::{self as bancada, Cluster, Razao};
+use mensageria_testes::nats::{self as bancada, Cluster, Lugar, Razao};
+use mensageria_testes::rede::{Lab, Maquina, pular};
 use mensageria_testes::{PgIsolado, contar, esperar_saida_vazia, esperar_valor};
 use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, Transaction};
@@ -128,7 +129,10 @@ struct Cena {
 
 impl Cena {
     async fn nova(replicas: usize) -> Self {
-        let cluster = Cluster::iniciar().await;
+        Self::em(Cluster::iniciar().await, replicas).await
+    }
+
+    async fn em(cluster: Cluster, replicas: usize) -> Self {
         let js = bancada::conectar(&cluster.urls()).await;
         let sufixo = uuid::Uuid::now_v7().simple().to_string();
         let fluxo = Fluxo::new(format!("R{sufixo}"), format!("r{sufixo}"))
@@ -701,4 +705,128 @@ async fn ordem_sob_morte_do_lider_e_de_replicas() {
     );
     assert_eq!(fora_de_ordem, 0, "every key's steps in order");
     cena.fechar().await;
+}
+
+/// How long [`lider_do_fluxo_isolado_da_maioria`] keeps the leader cut off.
+const ISOLAMENTO: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and network namespaces; scripts/test runs it alone, after the parallel suite"]
+async fn lider_do_fluxo_isolado_da_maioria() {
+    // The three nodes run in hosts of a network lab (tests/src/rede.rs): their routes cross the
+    // lab's router, while the apps reach each node through a bridge outside every fault. R3
+    // stream; producers commit every ~5 ms; the node of the stream's leader, where the relay's
+    // client is, is cut from the other two (packets dropped in the router both ways: the
+    // connections stay open and silent) for 20 s, then the cut heals. The majority elects a
+    // leader, the apps leave the silent node for it and go on before the heal; the minority
+    // rejoins.
+    let lab = match Lab::montar_nats() {
+        Ok(lab) => lab,
+        Err(pulo) => return pular("lider_do_fluxo_isolado_da_maioria", &pulo),
+    };
+    let lugares = Maquina::NATS
+        .iter()
+        .map(|&maquina| Lugar {
+            prefixo: ["ip", "netns", "exec", &lab.ns(maquina)]
+                .map(str::to_owned)
+                .to_vec(),
+            escuta: "127.0.0.1:4222".to_owned(),
+            rota: format!("{}:6222", lab.ip(maquina)),
+            porta: lab.ponte(maquina, 4222),
+        })
+        .collect();
+    let cena = Cena::em(Cluster::iniciar_em(lugares, "", "").await, 3).await;
+    // The relay's client on the stream leader's node: the cut takes both.
+    let i = cena.lider().await;
+    let cliente = cena.js.client();
+    for _ in 0..30 {
+        if Cluster::indice(&cliente.server_info().server_name) == i {
+            break;
+        }
+        cliente.force_reconnect().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(Cluster::indice(&cliente.server_info().server_name), i);
+    let em_curso = cena.em_curso().await;
+    for j in (0..3).filter(|&j| j != i) {
+        lab.separar(Maquina::NATS[i], Maquina::NATS[j]);
+    }
+    let corte = Instant::now();
+    // Events above this one were committed after the cut.
+    let antes = em_curso.produtores.ultimo();
+    let maioria = bancada::conectar(&cena.cluster.url((i + 1) % 3)).await;
+    let eleicao = async {
+        loop {
+            let lider =
+                bancada::lider_do_fluxo(&maioria, cena.fluxo.nome(), Duration::from_secs(30)).await;
+            if Cluster::indice(&lider) != i {
+                return (lider, Instant::now());
+            }
+            assert!(
+                corte.elapsed() < Duration::from_secs(30),
+                "no new leader in the majority"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let cura = async {
+        tokio::time::sleep(ISOLAMENTO).await;
+        lab.curar();
+        Instant::now()
+    };
+    let retomada = async {
+        let quando = primeiro_efeito_depois(&cena.recepcao, antes, Duration::from_secs(60)).await;
+        (quando, cliente.server_info().server_name)
+    };
+    let ((novo_lider, eleito), (retomada, onde), curado) = tokio::join!(eleicao, retomada, cura);
+    let alcancou = replicas_em_dia(&maioria, cena.fluxo.nome(), Duration::from_secs(60)).await;
+    let (commitadas, contas) = cena.terminar(em_curso).await;
+    bancada::Relato::de_contas(
+        "lider_do_fluxo_isolado_da_maioria",
+        "the node of the R3 stream's leader and of the relay's client cut from the other two for \
+         20 s (a partition in a network lab: packets dropped both ways, connections left \
+         silent), then healed",
+        &contas,
+        format!(
+            "{commitadas} committed; the majority elected {novo_lider} {:.1} s after the cut; the \
+             first event enqueued after the cut was applied {:.1} s after it, before the heal \
+             (the relay's client had left the cut node n{i} for {onde}); every replica current again \
+             {:.1} s after the heal",
+            (eleito - corte).as_secs_f64(),
+            (retomada - corte).as_secs_f64(),
+            (alcancou - curado).as_secs_f64()
+        ),
+    )
+    .gravar(&matriz());
+    contas.afirmar();
+    assert!(
+        retomada < curado,
+        "delivery resumed only after the heal: the apps stayed on the cut node"
+    );
+    cena.fechar().await;
+}
+
+/// The instant every replica of stream `fluxo` is current (asked every 100 ms, within `limite`).
+async fn replicas_em_dia(
+    js: &mensageria_nats::async_nats::jetstream::Context,
+    fluxo: &str,
+    limite: Duration,
+) -> Instant {
+    let fim = Instant::now() + limite;
+    loop {
+        if let Ok(mut stream) = js.get_stream(fluxo).await
+            && let Ok(info) = stream.info().await
+            && let Some(cluster) = info.cluster.as_ref()
+            && cluster.leader.is_some()
+            && cluster.replicas.len() == 2
+            && cluster.replicas.iter().all(|r| r.current)
+        {
+            return Instant::now();
+        }
+        assert!(
+            Instant::now() < fim,
+            "stream {fluxo}'s replicas not current after {limite:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -26,14 +26,13 @@
 #[path = "comum/evento_rede.rs"]
 mod evento_rede;
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use evento_rede::EventoRede;
 use mensageria_core::{ContextoEnvio, FalhaEnvio, enviador};
 use mensageria_testes::faltas::{Linha, TABELAS, produzir_com, tabela};
-use mensageria_testes::rede::{Lab, Maquina, PORTA_RECEPTOR, Processo, Pulo, ResumoDeLog};
+use mensageria_testes::rede::{Lab, Maquina, PORTA_RECEPTOR, Processo, Pulo, ResumoDeLog, pular};
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -359,22 +358,6 @@ impl Drop for Cena {
             let _ = std::fs::copy(processo.log(), &copia);
         }
     }
-}
-
-/// Says why `nome` does not run here; a failure instead when `MENSAGERIA_TESTE_REDE_EXIGIDA` is
-/// set (the machine was found able to run the lab).
-fn pular(nome: &str, pulo: &Pulo) {
-    let texto = format!(
-        "SKIPPED {nome}: the network lab cannot run here: {}",
-        pulo.0
-    );
-    assert!(
-        std::env::var_os("MENSAGERIA_TESTE_REDE_EXIGIDA").is_none(),
-        "{texto} (and MENSAGERIA_TESTE_REDE_EXIGIDA is set)"
-    );
-    // Straight to stderr, past the test harness's capture of print!/eprint!: a skip is never
-    // a silent pass.
-    let _ = writeln!(std::io::stderr(), "{texto}");
 }
 
 /// `Some(cena)` or return: the lab cannot run here (the reason is printed).

@@ -166,4 +166,9 @@ fn descrever_consumidores() {
         Unit::Count,
         "Ordered-lane messages of tipos this binary does not receive, acknowledged and skipped (label app)"
     );
+    describe_counter!(
+        "mensageria_nats_server_changes_total",
+        Unit::Count,
+        "Times a publisher or a consumer moved its NATS client off a server through which JetStream stayed silent for 3 s (a node cut from its cluster's majority)"
+    );
 }

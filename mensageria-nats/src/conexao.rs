@@ -21,10 +21,13 @@ pub fn servidores(lista: &str) -> Vec<String> {
         .collect()
 }
 
-/// Connects to the first server of `lista` (a comma-separated list, see [`servidores`]) that
-/// answers within 3 s, as client `nome` (the app's name: the server's monitoring shows it), and
-/// returns its JetStream context. The client learns the rest of the cluster from the server, and
-/// reconnects to any node, forever, when its own dies.
+/// Connects to a server of `lista` (a comma-separated list, see [`servidores`]; tried in a random
+/// order, so an app's replicas spread over the nodes) that answers within 3 s, as client `nome`
+/// (the app's name: the server's monitoring shows it), and returns its JetStream context. The
+/// client learns the rest of the cluster from the server, and reconnects to another node,
+/// forever, when its own dies; a [`Publicador`](crate::Publicador) or a
+/// [`Consumidor`](crate::Consumidor) through which JetStream stays silent for 3 s (its node cut
+/// from the cluster's majority) asks it to.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), mensageria_nats::ErroNats> {
@@ -51,8 +54,7 @@ pub async fn conectar(lista: &str, nome: &str) -> Result<async_nats::jetstream::
 }
 
 /// What [`conectar`] connects with, for an app that adds options of its own (an event callback,
-/// TLS): the client options (name `nome`, a 3 s connection timeout, the servers tried in order,
-/// and the credentials of `lista`'s URLs) and the servers without their credentials. The NATS
+/// TLS): the client options (name `nome`, a 3 s connection timeout, and the credentials of `lista`'s URLs) and the servers without their credentials. The NATS
 /// client ignores a `user:password@` or `token@` in a URL and would fail with "authorization
 /// violation": they are taken out of the URLs and given to the client here (the first URL that
 /// has some).
@@ -65,8 +67,7 @@ pub async fn conectar(lista: &str, nome: &str) -> Result<async_nats::jetstream::
 pub fn opcoes_de_conexao(lista: &str, nome: &str) -> (async_nats::ConnectOptions, Vec<String>) {
     let mut opcoes = async_nats::ConnectOptions::new()
         .name(nome)
-        .connection_timeout(Duration::from_secs(3))
-        .retain_servers_order();
+        .connection_timeout(Duration::from_secs(3));
     let mut credenciais_dadas = false;
     let mut limpos = Vec::new();
     for url in servidores(lista) {

@@ -52,6 +52,7 @@ use uuid::Uuid;
 
 use crate::cabecalhos::{CHAVE_DE_ORDEM, REENVIO_DE, SEQUENCIA_ORIGINAL};
 use crate::expiracao::Adiadas;
+use crate::troca::Troca;
 use crate::{ErroNats, Fluxo, nome};
 
 /// How a receiving app consumes: its name (its durable consumers' name, and its dedup records'
@@ -340,6 +341,7 @@ impl<DB: Banco> Consumidor<DB> {
         let mut largada = Largada {
             config: self.config.sob_max_age(max_age),
             adiadas: Arc::new(Adiadas::default()),
+            troca: Troca::default(),
             cancelar: CancellationToken::new(),
             tarefas: JoinSet::new(),
             vigiadas: Vec::new(),
@@ -596,6 +598,8 @@ type BuscaResultado = Result<Vec<Message>, async_nats::Error>;
 struct Largada {
     config: Config,
     adiadas: Arc<Adiadas>,
+    /// When a lane last moved the client off a silent server (shared by the lanes).
+    troca: Troca,
     cancelar: CancellationToken,
     tarefas: JoinSet<()>,
     vigiadas: Vec<crate::acompanhamento::Vigiada>,
@@ -626,6 +630,8 @@ impl Largada {
             ack_wait,
             config: self.config.clone(),
             adiadas: Arc::clone(&self.adiadas),
+            cliente: consumidor.js.client(),
+            troca: self.troca.clone(),
         };
         self.tarefas.spawn(laco.rodar(self.cancelar.clone()));
         self.vigiadas.push(crate::acompanhamento::Vigiada {
@@ -649,6 +655,7 @@ impl Largada {
         let Largada {
             config,
             adiadas,
+            troca: _,
             cancelar,
             mut tarefas,
             vigiadas,
@@ -716,6 +723,9 @@ struct Laco<DB: Banco> {
     config: Config,
     /// The app's nak'd messages waiting for a redelivery (see `expiracao.rs`).
     adiadas: Arc<Adiadas>,
+    /// The client, asked to change server when JetStream stays silent through its own.
+    cliente: async_nats::Client,
+    troca: Troca,
 }
 
 /// Which receptor a lane's messages go to.
@@ -766,14 +776,29 @@ impl<DB: Banco> Laco<DB> {
         let mut ultimo_aviso: Option<tokio::time::Instant> = None;
         // Batches whose every event met a database failure, in a row: the lane's circuit.
         let mut banco_fora = 0_i64;
+        // Since when no pull of this lane was answered (see `troca.rs`).
+        let mut silencio: Option<tokio::time::Instant> = None;
         while !cancelar.is_cancelled() {
+            let pedida = tokio::time::Instant::now();
             let busca = self.buscar();
             tokio::pin!(busca);
-            let mensagens = tokio::select! {
-                mensagens = &mut busca => mensagens,
+            let resposta = tokio::select! {
+                resposta = &mut busca => resposta,
                 _ = cancelar.cancelled() => {
                     self.terminar(busca).await;
                     return;
+                }
+            };
+            let mensagens = match resposta {
+                Some(Ok(mensagens)) => {
+                    silencio = None;
+                    Ok(mensagens)
+                }
+                // Unanswered, or failed: the server may be cut from the stream's majority.
+                silente => {
+                    let desde = *silencio.get_or_insert(pedida);
+                    self.troca.sem_resposta(&self.cliente, desde).await;
+                    silente.unwrap_or_else(|| Ok(Vec::new()))
                 }
             };
             let pausa = match mensagens {
@@ -827,23 +852,26 @@ impl<DB: Banco> Laco<DB> {
     /// At shutdown, the fetch in flight: what the server already sent to it would otherwise
     /// stay unsettled until the ack wait. It is let finish (it ends within its wait) and its
     /// messages applied and settled like any batch, then the lane stops.
-    async fn terminar(&self, busca: std::pin::Pin<&mut impl Future<Output = BuscaResultado>>) {
-        if let Ok(mensagens) = busca.await
+    async fn terminar(
+        &self,
+        busca: std::pin::Pin<&mut impl Future<Output = Option<BuscaResultado>>>,
+    ) {
+        if let Some(Ok(mensagens)) = busca.await
             && !mensagens.is_empty()
         {
             self.aplicar(&mensagens, 0).await;
         }
     }
 
-    /// Up to a batch of messages, waiting up to the fetch wait for the first. A pull whose
-    /// connection dropped ends only after its wait plus the client's own margin: it is given up
-    /// a second after its wait, so a reconnected client fetches again at once.
-    async fn buscar(&self) -> BuscaResultado {
+    /// Up to a batch of messages, waiting up to the fetch wait for the first; `None` when the
+    /// pull was not answered at all. A pull whose connection dropped, or whose server is cut
+    /// from the consumer's leader, ends only after its wait plus the client's own margin: it is
+    /// given up a second after its wait, so a reconnected client fetches again at once.
+    async fn buscar(&self) -> Option<BuscaResultado> {
         let prazo = self.espera + Duration::from_secs(1);
-        match tokio::time::timeout(prazo, self.buscar_sem_prazo()).await {
-            Ok(resultado) => resultado,
-            Err(_) => Ok(Vec::new()),
-        }
+        tokio::time::timeout(prazo, self.buscar_sem_prazo())
+            .await
+            .ok()
     }
 
     async fn buscar_sem_prazo(&self) -> BuscaResultado {

@@ -24,6 +24,7 @@ mod nome;
 mod publicador;
 mod retomada;
 mod topologia;
+mod troca;
 
 pub use conexao::{conectar, opcoes_de_conexao, servidores};
 pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle, Inicio};

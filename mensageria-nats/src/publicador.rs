@@ -10,6 +10,7 @@ use mensageria_core::{ContextoEnvio, FalhaEnvio, cloudevents};
 use serde::Serialize;
 
 use crate::Fluxo;
+use crate::troca::Troca;
 
 /// The JetStream destination of a relay: publishes each message to `{prefixo}.{tipo}` (a message
 /// with an ordering key to its key's ordered lane, `{prefixo}._ordem.{n}.{tipo}`) with its
@@ -53,6 +54,8 @@ pub struct Publicador {
     duplicados: Arc<AtomicU64>,
     /// The stream as the broker has it, read once (shared by the clones).
     verificado: Arc<tokio::sync::OnceCell<Fluxo>>,
+    /// When this publisher last moved its client off a silent server (shared by the clones).
+    troca: Troca,
 }
 
 impl Publicador {
@@ -68,6 +71,7 @@ impl Publicador {
             verificado: Arc::new(tokio::sync::OnceCell::new_with(
                 fluxo.verificado().then(|| fluxo.clone()),
             )),
+            troca: Troca::default(),
         }
     }
 
@@ -89,6 +93,11 @@ impl Publicador {
     /// within about 250 ms of the new leader. Past it the delivery fails temporarily and the relay
     /// retries with its backoff; `Duration::ZERO` leaves every retry to the relay. Each publish
     /// carries the same `Nats-Msg-Id`: the stream stores the message once.
+    ///
+    /// When no PubAck (or no stream) answers for 3 s, the server may be cut from its cluster's majority (its
+    /// connection stays up while nothing of JetStream answers through it): the client is asked to
+    /// reconnect to another server of its pool, at most once every 5 s, and the publishes go on
+    /// there.
     pub fn com_persistencia(mut self, persistencia: Duration) -> Self {
         self.persistencia = persistencia;
         self
@@ -143,6 +152,11 @@ impl Publicador {
                         && inicio.elapsed() + ESPERA_ENTRE_PUBLICACOES < self.persistencia =>
                 {
                     tracing::debug!(subject = %assunto, error = %erro, "mensageria nats: publishing again shortly");
+                    // No PubAck, or no stream: the server may be cut from the majority (a broken
+                    // pipe is a reconnect already under way).
+                    if tipo != PublishErrorKind::BrokenPipe {
+                        self.troca.sem_resposta(&js.client(), inicio).await;
+                    }
                     tokio::time::sleep(ESPERA_ENTRE_PUBLICACOES).await;
                     // From the second try on, a short PubAck wait: a leader that is back answers
                     // in milliseconds.

@@ -10,7 +10,7 @@
 
 mod cluster;
 
-pub use cluster::{Cluster, ServidorNats};
+pub use cluster::{Cluster, Lugar, ServidorNats};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -54,6 +54,12 @@ pub enum Maquina {
     Receptor,
     /// Runs the lab's PostgreSQL.
     Banco,
+    /// Runs node 0 of a nats-server cluster ([`Lab::montar_nats`]).
+    Nats0,
+    /// Runs node 1 of a nats-server cluster.
+    Nats1,
+    /// Runs node 2 of a nats-server cluster.
+    Nats2,
 }
 
 impl Maquina {
@@ -65,12 +71,18 @@ impl Maquina {
         Maquina::Banco,
     ];
 
+    /// The hosts of a nats-server cluster's lab ([`Lab::montar_nats`]), node `i` at `[i]`.
+    pub const NATS: [Maquina; 3] = [Maquina::Nats0, Maquina::Nats1, Maquina::Nats2];
+
     fn indice(self) -> u8 {
         match self {
             Maquina::Relay1 => 0,
             Maquina::Relay2 => 1,
             Maquina::Receptor => 2,
             Maquina::Banco => 3,
+            Maquina::Nats0 => 4,
+            Maquina::Nats1 => 5,
+            Maquina::Nats2 => 6,
         }
     }
 
@@ -81,6 +93,9 @@ impl Maquina {
             Maquina::Relay2 => "relay2",
             Maquina::Receptor => "recv",
             Maquina::Banco => "db",
+            Maquina::Nats0 => "nats0",
+            Maquina::Nats1 => "nats1",
+            Maquina::Nats2 => "nats2",
         }
     }
 }
@@ -88,6 +103,22 @@ impl Maquina {
 /// Why the lab cannot run on this machine.
 #[derive(Debug)]
 pub struct Pulo(pub String);
+
+/// Says why `nome` does not run here; a failure instead when `MENSAGERIA_TESTE_REDE_EXIGIDA` is
+/// set (the machine was found able to run the lab).
+pub fn pular(nome: &str, pulo: &Pulo) {
+    let texto = format!(
+        "SKIPPED {nome}: the network lab cannot run here: {}",
+        pulo.0
+    );
+    assert!(
+        std::env::var_os("MENSAGERIA_TESTE_REDE_EXIGIDA").is_none(),
+        "{texto} (and MENSAGERIA_TESTE_REDE_EXIGIDA is set)"
+    );
+    // Straight to stderr, past the test harness's capture of print!/eprint!: a skip is never
+    // a silent pass.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{texto}\n").as_bytes());
+}
 
 /// The port of the lab's PostgreSQL.
 pub const PORTA_PG: u16 = 5432;
@@ -110,11 +141,27 @@ pub struct Lab {
     bin_pg: PathBuf,
     regras: Mutex<Vec<u32>>,
     postgres: bool,
+    maquinas: Vec<Maquina>,
+    pontes: Mutex<Vec<Ponte>>,
 }
 
 impl Lab {
     /// Builds a lab with its PostgreSQL running, or says why this machine cannot.
     pub fn montar() -> Result<Lab, Pulo> {
+        let mut lab = Self::montar_com(&Maquina::TODAS)?;
+        lab.iniciar_postgres();
+        Ok(lab)
+    }
+
+    /// Builds a lab of three hosts for a nats-server cluster ([`Maquina::NATS`]) and no
+    /// PostgreSQL, or says why this machine cannot: the nodes run in the hosts
+    /// (`ip netns exec`), their routes cross the router, and the test process reaches each
+    /// node's client port through a [`ponte`](Self::ponte).
+    pub fn montar_nats() -> Result<Lab, Pulo> {
+        Self::montar_com(&Maquina::NATS)
+    }
+
+    fn montar_com(maquinas: &[Maquina]) -> Result<Lab, Pulo> {
         let bin_pg = precondicoes()?;
         limpar_restos();
         let k = LABS.fetch_add(1, Ordering::Relaxed);
@@ -127,9 +174,10 @@ impl Lab {
             bin_pg,
             regras: Mutex::default(),
             postgres: false,
+            maquinas: maquinas.to_vec(),
+            pontes: Mutex::default(),
         };
         lab.ligar();
-        lab.iniciar_postgres();
         Ok(lab)
     }
 
@@ -165,11 +213,11 @@ impl Lab {
         std::fs::create_dir_all(&self.dir).expect("create the lab's directory");
         let rede = self.ns_rede();
         ip(&format!("netns add {rede}"));
-        for maquina in Maquina::TODAS {
+        for &maquina in &self.maquinas {
             ip(&format!("netns add {}", self.ns(maquina)));
         }
         ip(&format!("-n {rede} link set lo up"));
-        for maquina in Maquina::TODAS {
+        for &maquina in &self.maquinas {
             let (ns, porta) = (self.ns(maquina), Self::porta(maquina));
             let (roteador, host) = (self.ip_roteador(maquina), self.ip(maquina));
             ip(&format!(
@@ -379,7 +427,7 @@ impl Lab {
                 .arg("for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done"),
             "turn off reverse-path filtering in the router",
         );
-        for maquina in Maquina::TODAS {
+        for &maquina in &self.maquinas {
             let pref = (PREFERENCIA_FIO + u32::from(maquina.indice())).to_string();
             let porta = Self::porta(maquina);
             ip(&format!(
@@ -391,7 +439,7 @@ impl Lab {
 
     /// Sends the packets straight through the router again.
     pub fn normalizar(&self) {
-        for maquina in Maquina::TODAS {
+        for &maquina in &self.maquinas {
             let pref = (PREFERENCIA_FIO + u32::from(maquina.indice())).to_string();
             ip(&format!("-n {} rule del pref {pref}", self.ns_rede()));
         }
@@ -445,8 +493,49 @@ impl Lab {
         ));
     }
 
+    /// A port on 127.0.0.1 of the test's own network through which `porta` on `maquina`'s
+    /// loopback is reached: a thread of this process moves into the host's namespace and
+    /// forwards every connection accepted on a listener bound before it moved. Like the
+    /// PostgreSQL control socket, a path outside every fault: a partition cuts the lab's
+    /// links, never a bridge. Closed with the lab.
+    pub fn ponte(&self, maquina: Maquina, porta: u16) -> u16 {
+        let ouvinte = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port for a bridge");
+        ouvinte
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
+        let local = ouvinte.local_addr().expect("the bridge's port").port();
+        let caminho = Path::new("/var/run/netns").join(self.ns(maquina));
+        let ns = std::fs::File::open(&caminho)
+            .unwrap_or_else(|erro| panic!("open {}: {erro}", caminho.display()));
+        let destino = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, porta));
+        let (parar, sinal) = tokio::sync::oneshot::channel::<()>();
+        let fio = std::thread::Builder::new()
+            .name(format!("ponte-{}", maquina.nome()))
+            .spawn(move || {
+                use std::os::fd::AsFd as _;
+                // Only this thread moves: the listener stays where it was bound, every
+                // connection it dials is the host's.
+                rustix::thread::move_into_link_name_space(
+                    ns.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .expect("move the bridge's thread into the host's namespace");
+                let tempo = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("the bridge's runtime");
+                tempo.block_on(encaminhar(ouvinte, destino, sinal));
+            })
+            .expect("start the bridge's thread");
+        self.pontes.lock().unwrap().push(Ponte {
+            parar: Some(parar),
+            fio: Some(fio),
+        });
+        local
+    }
+
     fn namespaces(&self) -> Vec<String> {
-        let mut todos: Vec<String> = Maquina::TODAS.iter().map(|&m| self.ns(m)).collect();
+        let mut todos: Vec<String> = self.maquinas.iter().map(|&m| self.ns(m)).collect();
         todos.push(self.ns_rede());
         todos
     }
@@ -454,6 +543,9 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
+        for ponte in self.pontes.get_mut().unwrap().drain(..) {
+            ponte.fechar();
+        }
         if self.postgres {
             parar_postgres(&self.bin_pg, &self.dir_pg().join("data"));
         }
@@ -461,6 +553,48 @@ impl Drop for Lab {
             desmontar_namespace(&ns);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A [`Lab::ponte`]: its thread, and the signal that stops it.
+struct Ponte {
+    parar: Option<tokio::sync::oneshot::Sender<()>>,
+    fio: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ponte {
+    fn fechar(mut self) {
+        if let Some(parar) = self.parar.take() {
+            let _ = parar.send(());
+        }
+        if let Some(fio) = self.fio.take() {
+            let _ = fio.join();
+        }
+    }
+}
+
+/// Accepts on `ouvinte` and joins each connection to one dialed to `destino`, until `parar`.
+async fn encaminhar(
+    ouvinte: std::net::TcpListener,
+    destino: std::net::SocketAddr,
+    parar: tokio::sync::oneshot::Receiver<()>,
+) {
+    let ouvinte = tokio::net::TcpListener::from_std(ouvinte).expect("the bridge's listener");
+    let aceitar = async {
+        loop {
+            let Ok((mut entrada, _)) = ouvinte.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                if let Ok(mut saida) = tokio::net::TcpStream::connect(destino).await {
+                    let _ = tokio::io::copy_bidirectional(&mut entrada, &mut saida).await;
+                }
+            });
+        }
+    };
+    tokio::select! {
+        () = aceitar => {}
+        _ = parar => {}
     }
 }
 

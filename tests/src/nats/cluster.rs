@@ -74,24 +74,14 @@ impl ServidorNats {
             .stderr(Stdio::null())
             .spawn()
             .expect("run nats-server (it must be on PATH)");
-        let limite = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < limite {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.porta))
-                .await
-                .is_ok()
-            {
-                let aceitou = Instant::now();
-                self.filho = Some(filho);
-                return Some(aceitou);
-            }
-            if filho.try_wait().ok().flatten().is_some() {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let aceitou = aceitar(&mut filho, self.porta).await;
+        if aceitou.is_some() {
+            self.filho = Some(filho);
+        } else {
+            let _ = filho.kill();
+            let _ = filho.wait();
         }
-        let _ = filho.kill();
-        let _ = filho.wait();
-        None
+        aceitou
     }
 }
 
@@ -116,9 +106,35 @@ pub struct Cluster {
 
 struct No {
     filho: Option<Child>,
-    porta: u16,
-    porta_cluster: u16,
+    lugar: Lugar,
     armazenamento: tempfile::TempDir,
+}
+
+/// Where a node runs. [`Lugar::aqui`]: on 127.0.0.1 of this process's network; elsewhere (a
+/// host of a network lab), through a command prefix such as `ip netns exec <ns>`.
+#[derive(Debug, Clone)]
+pub struct Lugar {
+    /// What runs a program there (empty: here).
+    pub prefixo: Vec<String>,
+    /// The node's client listen address, as seen there (`127.0.0.1:4222`).
+    pub escuta: String,
+    /// The address of its routes (`host:port`), listened on there and dialed by the others.
+    pub rota: String,
+    /// The port on this process's 127.0.0.1 through which the harness and the apps reach the
+    /// node's client port (the same port when the node runs here; a bridge's otherwise).
+    pub porta: u16,
+}
+
+impl Lugar {
+    /// On 127.0.0.1 here, with a client port and a route port (free ones).
+    pub fn aqui(porta: u16, porta_cluster: u16) -> Self {
+        Self {
+            prefixo: Vec::new(),
+            escuta: format!("127.0.0.1:{porta}"),
+            rota: format!("127.0.0.1:{porta_cluster}"),
+            porta,
+        }
+    }
 }
 
 impl Cluster {
@@ -140,11 +156,19 @@ impl Cluster {
             portas.push(ouvinte.local_addr().expect("its port").port());
         }
         drop(ouvintes);
-        let nos = (0..3)
-            .map(|i| No {
+        let lugares = (0..3)
+            .map(|i| Lugar::aqui(portas[2 * i], portas[2 * i + 1]))
+            .collect();
+        Self::iniciar_em(lugares, extra, credenciais).await
+    }
+
+    /// [`iniciar_com`](Self::iniciar_com), node `i` at `lugares[i]` (three of them).
+    pub async fn iniciar_em(lugares: Vec<Lugar>, extra: &str, credenciais: &str) -> Self {
+        let nos = lugares
+            .into_iter()
+            .map(|lugar| No {
                 filho: None,
-                porta: portas[2 * i],
-                porta_cluster: portas[2 * i + 1],
+                lugar,
                 armazenamento: tempfile::tempdir().expect("a store directory"),
             })
             .collect();
@@ -180,14 +204,14 @@ impl Cluster {
         };
         self.nos
             .iter()
-            .map(|no| format!("nats://{credenciais}127.0.0.1:{}", no.porta))
+            .map(|no| format!("nats://{credenciais}127.0.0.1:{}", no.lugar.porta))
             .collect::<Vec<_>>()
             .join(",")
     }
 
     /// Node `i`'s client URL.
     pub fn url(&self, i: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.nos[i].porta)
+        format!("nats://127.0.0.1:{}", self.nos[i].lugar.porta)
     }
 
     /// The index of the node whose server name is `nome` (`n0`, `n1`, `n2`).
@@ -219,30 +243,39 @@ impl Cluster {
             .iter()
             .enumerate()
             .filter(|(j, _)| *j != i)
-            .map(|(_, no)| format!("nats://127.0.0.1:{}", no.porta_cluster))
+            .map(|(_, no)| format!("nats://{}", no.lugar.rota))
             .collect();
         let no = &self.nos[i];
         let configuracao = format!(
-            "listen: 127.0.0.1:{porta}\nserver_name: n{i}\n\
+            "listen: {escuta}\nserver_name: n{i}\n\
              jetstream {{ store_dir: {dir:?} }}\n\
-             cluster {{ name: {nome}, listen: 127.0.0.1:{cluster}, routes: [{rotas}] }}\n{extra}\n",
-            porta = no.porta,
+             cluster {{ name: {nome}, listen: {rota}, routes: [{rotas}], no_advertise: true }}\n\
+             {extra}\n",
+            escuta = no.lugar.escuta,
             dir = no.armazenamento.path().display().to_string(),
             nome = self.nome,
-            cluster = no.porta_cluster,
+            rota = no.lugar.rota,
             rotas = rotas.join(", "),
             extra = self.extra,
         );
         let arquivo = no.armazenamento.path().join("no.conf");
         std::fs::write(&arquivo, configuracao).expect("write the node's configuration");
-        let mut filho = Command::new("nats-server")
+        let (programa, antes) = match no.lugar.prefixo.split_first() {
+            Some((programa, resto)) => (programa.as_str(), resto.to_vec()),
+            None => ("nats-server", Vec::new()),
+        };
+        let mut comando = Command::new(programa);
+        if !antes.is_empty() {
+            comando.args(&antes).arg("nats-server");
+        }
+        let mut filho = comando
             .arg("-c")
             .arg(&arquivo)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("run nats-server (it must be on PATH)");
-        let porta = no.porta;
+        let porta = no.lugar.porta;
         match aceitar(&mut filho, porta).await {
             Some(aceitou) => {
                 self.nos[i].filho = Some(filho);
@@ -277,6 +310,20 @@ impl Cluster {
     }
 }
 
+/// Whether a connection to `porta` on 127.0.0.1 is greeted by a nats-server's `INFO` line within
+/// a second.
+async fn saudou(porta: u16) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let Ok(mut conexao) = tokio::net::TcpStream::connect(("127.0.0.1", porta)).await else {
+        return false;
+    };
+    let mut inicio = [0u8; 4];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), conexao.read_exact(&mut inicio)).await,
+        Ok(Ok(_)) if &inicio == b"INFO"
+    )
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for i in 0..self.nos.len() {
@@ -285,15 +332,13 @@ impl Drop for Cluster {
     }
 }
 
-/// The instant `filho` accepted a connection on `porta` (within 10 s), or `None` when it did not
-/// or exited first.
+/// The instant `filho` greeted a connection on `porta` with its `INFO` (within 10 s), or `None`
+/// when it did not or exited first. The greeting, not the connection: a bridge accepts even when
+/// the node behind it is down.
 async fn aceitar(filho: &mut Child, porta: u16) -> Option<Instant> {
     let limite = Instant::now() + Duration::from_secs(10);
     while Instant::now() < limite {
-        if tokio::net::TcpStream::connect(("127.0.0.1", porta))
-            .await
-            .is_ok()
-        {
+        if saudou(porta).await {
             return Some(Instant::now());
         }
         if filho.try_wait().ok().flatten().is_some() {
