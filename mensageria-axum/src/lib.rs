@@ -79,6 +79,7 @@
 mod chave;
 mod cloudevents;
 mod config;
+pub mod contratos;
 mod desfecho;
 mod estado;
 mod lote;

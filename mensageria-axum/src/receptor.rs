@@ -61,6 +61,10 @@ pub struct ReceptorRegistrado {
     pub esquema: fn() -> crate::openapi::EsquemaEvento,
     /// Whether it is convergent (`versao = ...`): newer versions of a key are applied.
     pub convergente: bool,
+    /// The natural key's expression, as written (`chave_natural = ...`).
+    pub chave_natural: &'static str,
+    /// The version's expression of a convergent receptor, as written.
+    pub versao: Option<&'static str>,
     /// Applies a batch of its events, received by the named app, through the
     /// transport-neutral path, if the `&dyn Any` is a `Pool` of its backend
     /// ([`recepcao::aplicar`](crate::recepcao::aplicar)).

@@ -15,6 +15,7 @@
 
 mod ambiente;
 mod carga;
+mod contratos;
 mod enfileirar;
 mod estatistica;
 mod gravador;
@@ -109,6 +110,8 @@ enum Secao {
     /// JetStream on a three-node cluster started here: R1 vs R3, and scale-out 2 × 3 × 2 (in
     /// `jetstream_cluster.rs`; needs nats-server on PATH).
     NatsCluster,
+    /// The contracts check of 200 tipos beside reading their files (in `contratos.rs`).
+    Contratos,
 }
 
 /// What limits the targets this machine misses, measured or reasoned from the figures (kept
@@ -164,6 +167,7 @@ fn main() {
             Secao::PontaAPontaSqlite,
             Secao::OrdemPontaAPonta,
             Secao::NatsCluster,
+            Secao::Contratos,
         ]
     } else {
         args.so.clone()
@@ -214,6 +218,9 @@ fn main() {
         }
         if secoes.contains(&Secao::NatsCluster) {
             jetstream_cluster::medir(&mut rel, &p).await;
+        }
+        if secoes.contains(&Secao::Contratos) {
+            contratos::medir(&mut rel, &p).await;
         }
         rel.nota("Everything runs on one machine: PostgreSQL, the producers, the relay, the receptor and the load generator share its cores, so absolute rates are lower than on separate hosts; the ratios are what the targets check.");
         rel.nota("Enqueue overhead: TRUNCATE between repetitions keeps the saída from growing across runs; the relay is not running in that section.");

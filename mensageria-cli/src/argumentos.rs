@@ -45,6 +45,14 @@ pub(crate) enum Comando {
     /// Check, without changing anything, that the tables exist and are new enough (what an app
     /// that does not own the schema checks at start).
     Verificar,
+    /// Contracts: compare two directories of an app's contracts (one file per tipo, written by
+    /// `mensageria_axum::contratos`) and refuse a change an old receiver cannot read, or a new
+    /// receiver cannot read from an old sender. Needs no database.
+    Contratos {
+        /// What to do with them.
+        #[command(subcommand)]
+        acao: AcaoContratos,
+    },
     /// Per tipo: pending and in-flight rows, oldest message, attempts, dead letters, and which
     /// app claims it.
     ///
@@ -364,6 +372,21 @@ pub(crate) struct ArgsPurgar {
     /// every app's, and the unowned ones.
     #[arg(long)]
     pub(crate) app: Option<String>,
+}
+
+/// `mensageria contratos …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AcaoContratos {
+    /// Compare the contracts in OLD (the last release's, say) with the ones in NEW, tipo by
+    /// tipo, under each tipo's mode as NEW's file says it (BACKWARD, FORWARD, FULL, NONE): one
+    /// line per problem naming the tipo, the side, the JSON path, the rule and the direction;
+    /// exit 1 when there is any.
+    Verificar {
+        /// The directory of the contracts before the change.
+        antigo: std::path::PathBuf,
+        /// The directory of the contracts after it.
+        novo: std::path::PathBuf,
+    },
 }
 
 /// `mensageria doctor`.

@@ -39,6 +39,10 @@ pub(crate) enum ErroCli {
         fonte: sqlx::Error,
     },
 
+    /// A directory of contracts could not be read.
+    #[error("contracts: {0}")]
+    Contratos(String),
+
     /// A statement failed.
     #[error("database error: {0}")]
     Banco(#[from] sqlx::Error),

@@ -23,6 +23,7 @@ mod apps;
 mod argumentos;
 mod conexao;
 mod confirmacao;
+mod contratos;
 mod doctor;
 mod duracao;
 mod erro;
@@ -55,6 +56,17 @@ enum Desfecho {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Files only: no database.
+    if let Comando::Contratos { acao } = &cli.comando {
+        return match contratos::executar(acao, cli.json) {
+            Ok(Desfecho::Feito) => ExitCode::SUCCESS,
+            Ok(Desfecho::Problemas) => ExitCode::FAILURE,
+            Err(erro) => {
+                eprintln!("mensageria: {}", texto_seguro::escapar(&erro.to_string()));
+                ExitCode::FAILURE
+            }
+        };
+    }
     let Some(url) = cli.database_url.clone() else {
         Cli::command()
             .error(
@@ -122,6 +134,8 @@ async fn executar(cli: Cli, url: &str) -> Result<Desfecho, ErroCli> {
         Comando::Purgar(args) => purga::executar(&conexao, args, json)
             .await
             .map(|()| Desfecho::Feito),
+        // Answered before connecting (`main`).
+        Comando::Contratos { acao } => contratos::executar(&acao, json),
         Comando::Doctor(args) => doctor::executar(&conexao, args, json)
             .await
             .map(|saudavel| {

@@ -36,12 +36,16 @@ pub const fn registrar<T: Enviador<Por>, Por>(
     tipo_rust: &'static str,
     modulo: &'static str,
     funcao: &'static str,
+    chave_de_ordem: Option<&'static str>,
+    esquema: fn() -> Option<serde_json::Value>,
 ) -> EnviadorRegistrado {
     EnviadorRegistrado {
         tipo: <T as Enviador<Por>>::TIPO,
         tipo_rust,
         modulo,
         funcao,
+        chave_de_ordem,
+        esquema,
         despachar: despachar::<T, Por>,
     }
 }
@@ -63,6 +67,31 @@ impl<T: crate::enviador::Evento> Sonda<T> {
     /// The tipo `T` declares.
     pub const TIPO_EVENTO: Option<&'static str> = Some(T::TIPO);
 }
+
+impl<T> Sonda<T> {
+    /// The probe of `T`.
+    pub const fn nova() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<T: utoipa::ToSchema> Sonda<T> {
+    /// `T`'s JSON Schema, for its contract (the inherent method wins over [`SemEsquema`]'s
+    /// when `T: utoipa::ToSchema`).
+    pub fn esquema(&self) -> Option<serde_json::Value> {
+        Some(crate::contratos::esquema_de::<T>())
+    }
+}
+
+/// The fallback of [`Sonda::esquema`]: a payload without `utoipa::ToSchema` publishes no schema.
+pub trait SemEsquema {
+    /// No schema.
+    fn esquema(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+impl<T> SemEsquema for Sonda<T> {}
 
 /// `a == b`, in a constant.
 pub const fn mesmo_tipo(a: &str, b: &str) -> bool {

@@ -20,6 +20,7 @@
 pub mod banco;
 pub mod cloudevents;
 pub mod configuracao;
+pub mod contratos;
 pub mod correlacao;
 pub mod desligamento;
 mod despacho;
@@ -146,8 +147,9 @@ pub use uuid;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::despacho::registrar as registrar_enviador;
-    pub use crate::despacho::{SemEvento, Sonda, mesmo_tipo};
+    pub use crate::despacho::{SemEsquema, SemEvento, Sonda, mesmo_tipo};
     pub use crate::enviador::{ContextoEnvio, Enviador, Evento, FalhaEnvio};
     pub use crate::ordem::chave_ordem;
     pub use inventory;
+    pub use serde_json;
 }

@@ -34,6 +34,11 @@ pub struct EnviadorRegistrado {
     pub modulo: &'static str,
     /// The name of the `#[enviador]` function.
     pub funcao: &'static str,
+    /// The ordering key's expression (`#[enviador(ordem = ...)]`), as written.
+    pub chave_de_ordem: Option<&'static str>,
+    /// The payload's JSON Schema, when its type derives `utoipa::ToSchema` (its contract,
+    /// [`crate::contratos`]).
+    pub esquema: fn() -> Option<serde_json::Value>,
     /// Decodes a stored payload and calls the function.
     pub(crate) despachar: for<'a> fn(&'a str, &'a ContextoEnvio) -> EnvioEmCurso<'a>,
 }
@@ -143,6 +148,8 @@ mod testes {
             tipo_rust: "Evento",
             modulo,
             funcao: "enviar",
+            chave_de_ordem: None,
+            esquema: || None,
             despachar: falso,
         }))
     }

@@ -33,14 +33,18 @@ pub mod rastreamento;
 
 pub mod contratos {
     //! The events the two services exchange, each with its tipo declared once next to it: the
-    //! sender's `#[enviador]` and the receiver's `#[receptor]` both take it from the type.
+    //! sender's `#[enviador]` and the receiver's `#[receptor]` both take it from the type. Each
+    //! derives its JSON Schema (`ToSchema`): every service commits its contracts
+    //! (`examples/loja/contratos/<service>/`) and a test of each binary refuses a change of these
+    //! types that a service still running the old one could not read.
 
+    use mensageria_axum::utoipa::{self, ToSchema};
     use mensageria_core::evento;
     use serde::{Deserialize, Serialize};
 
     /// Sent by `pedidos` when an order is created.
     #[evento(tipo = "pedido.criado")]
-    #[derive(Debug, Serialize, Deserialize)]
+    #[derive(Debug, Serialize, Deserialize, ToSchema)]
     pub struct PedidoCriado {
         /// The order id (the receptor's natural key).
         pub id: i64,
@@ -50,7 +54,7 @@ pub mod contratos {
 
     /// `estoque`'s reply: the order's unit is reserved.
     #[evento(tipo = "estoque.reservado")]
-    #[derive(Debug, Serialize, Deserialize)]
+    #[derive(Debug, Serialize, Deserialize, ToSchema)]
     pub struct EstoqueReservado {
         /// The order whose unit was reserved.
         pub pedido: i64,
@@ -576,4 +580,11 @@ pub async fn servir_metricas(
 pub fn destino() -> Result<mensageria_core::Destino, Box<dyn Error>> {
     let url = std::env::var("LOJA_DESTINO").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
     Ok(mensageria_core::Destino::new(&url)?.com_token(TOKEN))
+}
+
+/// The directory of `servico`'s committed contracts (`examples/loja/contratos/<servico>`).
+pub fn dir_dos_contratos(servico: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("contratos")
+        .join(servico)
 }

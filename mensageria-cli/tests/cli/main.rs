@@ -5,6 +5,7 @@
 
 mod apps;
 mod comum;
+mod contratos;
 mod doctor;
 mod erros;
 mod json;

@@ -31,6 +31,13 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
     };
     let impl_token = quote_spanned!(payload.span()=> impl);
     let ordem = chave_ordem(args, funcao);
+    let ordem_texto = match &args.ordem {
+        Some(expr) => {
+            let texto = quote!(#expr).to_string();
+            quote!(::core::option::Option::Some(#texto))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let por = format_ident!(
         "__mensageria_payload_{}_ja_tem_enviador_neste_modulo",
         crate::tipo::identificador(&payload_str),
@@ -75,6 +82,17 @@ pub(crate) fn gerar(args: &Args, payload: &syn::Type, funcao: &ItemFn) -> TokenS
                     #payload_str,
                     ::core::module_path!(),
                     #nome_str,
+                    #ordem_texto,
+                    {
+                        fn esquema() -> ::core::option::Option<
+                            ::mensageria_core::__private::serde_json::Value,
+                        > {
+                            #[allow(unused_imports)]
+                            use ::mensageria_core::__private::SemEsquema as _;
+                            (&::mensageria_core::__private::Sonda::<#payload>::nova()).esquema()
+                        }
+                        esquema
+                    },
                 )
             }
         };

@@ -37,7 +37,7 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
         .iter()
         .map(|parte| quote_spanned!(parte.span()=> ::mensageria_axum::__private::parte(&(#parte))));
     let versao = versao(args, evento, payload);
-    let registro = registro(&estrutura, &payload_str, &nome_str, args.versao.is_some());
+    let registro = registro(&estrutura, &payload_str, &nome_str, args);
     let chamada = quote_spanned!(funcao.sig.span()=> #nome(tx, evento));
     let marcador = marcador(args, banco);
     let doc = match &args.tipo {
@@ -102,12 +102,21 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
 
 /// The link-time registration of the receptor `estrutura` (what `router` and a broker consumer
 /// find by tipo).
-fn registro(
-    estrutura: &syn::Ident,
-    payload_str: &str,
-    nome_str: &str,
-    convergente: bool,
-) -> TokenStream {
+fn registro(estrutura: &syn::Ident, payload_str: &str, nome_str: &str, args: &Args) -> TokenStream {
+    let convergente = args.versao.is_some();
+    // The keys' expressions as written, for the tipo's contract.
+    let partes = &args.partes;
+    let chave_natural = match partes.as_slice() {
+        [uma] => quote!(#uma).to_string(),
+        varias => format!("({})", quote!(#(#varias),*)),
+    };
+    let versao = match &args.versao {
+        Some(versao) => {
+            let texto = quote!(#versao).to_string();
+            quote!(::core::option::Option::Some(#texto))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
         ::mensageria_axum::__private::inventory::submit! {
             ::mensageria_axum::__private::ReceptorRegistrado {
@@ -119,6 +128,8 @@ fn registro(
                 aplicar: ::mensageria_axum::__private::aplicar_dinamico::<#estrutura>,
                 esquema: <#estrutura as ::mensageria_axum::__private::Receptor>::esquema,
                 convergente: #convergente,
+                chave_natural: #chave_natural,
+                versao: #versao,
             }
         }
     }

@@ -52,3 +52,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // No enviador: no relay to run.
     loja::consumir_ate_sigint(consumidor, None).await
 }
+
+#[cfg(test)]
+mod testes {
+    /// This binary's contracts against the committed ones: a change to a payload type that a
+    /// service still running the old one could not read fails here, before it ships.
+    #[test]
+    fn contratos_compativeis() {
+        mensageria_axum::contratos::verificar(loja::dir_dos_contratos("analise"))
+            .unwrap_or_else(|erro| panic!("{erro}"));
+    }
+}

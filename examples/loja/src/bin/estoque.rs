@@ -69,3 +69,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .spawn()?;
     loja::consumir_ate_sigint(consumidor, Some(relay)).await
 }
+
+#[cfg(test)]
+mod testes {
+    /// This binary's contracts against the committed ones: a change to a payload type that a
+    /// service still running the old one could not read fails here, before it ships.
+    #[test]
+    fn contratos_compativeis() {
+        mensageria_axum::contratos::verificar(loja::dir_dos_contratos("estoque"))
+            .unwrap_or_else(|erro| panic!("{erro}"));
+    }
+}

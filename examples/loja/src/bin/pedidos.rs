@@ -88,3 +88,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .merge(mensageria_axum::metricas::rota(metricas));
     loja::servir_ate_sigint(app, relay).await
 }
+
+#[cfg(test)]
+mod testes {
+    /// This binary's contracts against the committed ones: a change to a payload type that a
+    /// service still running the old one could not read fails here, before it ships.
+    #[test]
+    fn contratos_compativeis() {
+        mensageria_axum::contratos::verificar(loja::dir_dos_contratos("pedidos"))
+            .unwrap_or_else(|erro| panic!("{erro}"));
+    }
+}
