@@ -708,7 +708,7 @@ async fn ordem_sob_morte_do_lider_e_de_replicas() {
 }
 
 /// How long [`lider_do_fluxo_isolado_da_maioria`] keeps the leader cut off.
-const ISOLAMENTO: Duration = Duration::from_secs(20);
+const ISOLAMENTO: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and network namespaces; scripts/test runs it alone, after the parallel suite"]
@@ -717,7 +717,7 @@ async fn lider_do_fluxo_isolado_da_maioria() {
     // lab's router, while the apps reach each node through a bridge outside every fault. R3
     // stream; producers commit every ~5 ms; the node of the stream's leader, where the relay's
     // client is, is cut from the other two (packets dropped in the router both ways: the
-    // connections stay open and silent) for 20 s, then the cut heals. The majority elects a
+    // connections stay open and silent) for 30 s, then the cut heals. The majority elects a
     // leader, the apps leave the silent node for it and go on before the heal; the minority
     // rejoins.
     let lab = match Lab::montar_nats() {
@@ -784,7 +784,7 @@ async fn lider_do_fluxo_isolado_da_maioria() {
     bancada::Relato::de_contas(
         "lider_do_fluxo_isolado_da_maioria",
         "the node of the R3 stream's leader and of the relay's client cut from the other two for \
-         20 s (a partition in a network lab: packets dropped both ways, connections left \
+         30 s (a partition in a network lab: packets dropped both ways, connections left \
          silent), then healed",
         &contas,
         format!(

@@ -266,20 +266,29 @@ impl Fluxo {
         self.verificar(js, fluxo.cached_info()).await
     }
 
-    /// The existing stream.
+    /// The existing stream. On a cluster, a stream created a moment ago through another node may
+    /// be unknown for a moment to the node this client asks: "not found" is asked again for up
+    /// to [`ESPERA_PELO_FLUXO`] before it is believed.
     pub(crate) async fn existente(
         &self,
         js: &jetstream::Context,
     ) -> Result<stream::Stream, ErroNats> {
-        js.get_stream(&self.nome).await.map_err(|erro| {
-            if matches!(erro.kind(), GetStreamErrorKind::JetStream(e) if e.code() == 404) {
-                ErroNats::FluxoAusente {
-                    fluxo: self.nome.clone(),
+        let limite = tokio::time::Instant::now() + ESPERA_PELO_FLUXO;
+        loop {
+            match js.get_stream(&self.nome).await {
+                Ok(fluxo) => return Ok(fluxo),
+                Err(erro) if matches!(erro.kind(), GetStreamErrorKind::JetStream(e) if e.code() == 404) =>
+                {
+                    if tokio::time::Instant::now() >= limite {
+                        return Err(ErroNats::FluxoAusente {
+                            fluxo: self.nome.clone(),
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-            } else {
-                ErroNats::jetstream("reading the stream")(Box::new(erro))
+                Err(erro) => return Err(ErroNats::jetstream("reading the stream")(Box::new(erro))),
             }
-        })
+        }
     }
 
     /// Creates the stream; apps started together converge on the first one's stream.
@@ -315,8 +324,8 @@ impl Fluxo {
             }
             // Apps started together: another one created it between our look and our create,
             // with settings of its own ("already in use"). Its stream is the stream: read it.
-            Err(erro) => js
-                .get_stream(&self.nome)
+            Err(erro) => self
+                .existente(js)
                 .await
                 .map_err(|_| ErroNats::jetstream("creating or reading the stream")(Box::new(erro))),
         }
@@ -451,6 +460,10 @@ impl Fluxo {
 /// The token after the prefix that marks an ordered lane's subjects (a tipo starts with a
 /// letter or a digit, so it never collides with one).
 const MARCA_DAS_FAIXAS: &str = "_ordem";
+
+/// How long a stream reported missing is asked for again before it is believed missing (a
+/// cluster's nodes learn of a new stream within milliseconds).
+const ESPERA_PELO_FLUXO: Duration = Duration::from_secs(2);
 
 /// The lane of `chave` among `faixas`: FNV-1a of its bytes (the same on every build and
 /// toolchain, unlike `DefaultHasher`), modulo the lanes.

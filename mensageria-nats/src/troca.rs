@@ -7,7 +7,8 @@
 //! send. Left alone, an app on that node stops until the partition heals. After
 //! [`SILENCIO`] of that, the publisher and the consumer ask their client to reconnect; the client
 //! picks a server of its pool at random ([`crate::conectar`]), again while it picks the silent
-//! one (up to [`TENTATIVAS`] times), and the app follows the majority.
+//! one (up to [`TENTATIVAS`] times), and the app follows the majority. Only on a cluster: a
+//! single server has nowhere else to send the app.
 
 use std::sync::{Arc, Mutex};
 
@@ -24,17 +25,27 @@ pub(crate) const SILENCIO: Duration = Duration::from_secs(3);
 const INTERVALO: Duration = Duration::from_secs(5);
 
 /// How many reconnects one change of server may take: each lands on a random server of the
-/// pool, the silent one included (1 in 3 on three nodes).
+/// pool, the silent one and the ones left before included (1 in 3 on three nodes, each).
 const TENTATIVAS: usize = 5;
 
 /// How long one reconnect may take before the next is asked for.
 const RECONEXAO: Duration = Duration::from_secs(2);
 
-/// When a publisher or a consumer last asked its client to change server (shared by its clones
-/// and lanes).
+/// How long a server left for its silence is avoided: a reconnect that lands on it again is
+/// asked for again (a partition lasts longer than an election).
+const EVITAR: Duration = Duration::from_secs(60);
+
+/// What a publisher or a consumer remembers of its changes of server (shared by its clones and
+/// lanes): when it last asked for one, and the servers it left, with when.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Troca {
-    ultima: Arc<Mutex<Option<Instant>>>,
+    estado: Arc<Mutex<Estado>>,
+}
+
+#[derive(Debug, Default)]
+struct Estado {
+    ultima: Option<Instant>,
+    deixados: Vec<(String, Instant)>,
 }
 
 impl Troca {
@@ -42,17 +53,31 @@ impl Troca {
     /// [`SILENCIO`], asks the client to reconnect (at most once per [`INTERVALO`]); whether it
     /// asked.
     pub(crate) async fn sem_resposta(&self, cliente: &async_nats::Client, desde: Instant) -> bool {
-        if desde.elapsed() < SILENCIO {
+        // A single server has no other to go to: a reconnect would only drop what is in
+        // flight (an ack lost is a redelivery after the ack wait).
+        if desde.elapsed() < SILENCIO || cliente.server_info().cluster.is_none() {
             return false;
         }
-        {
-            let mut ultima = self.ultima.lock().expect("the last change of server");
-            if ultima.is_some_and(|quando| quando.elapsed() < INTERVALO) {
+        let silente = cliente.server_info().server_name;
+        let evitados: Vec<String> = {
+            let mut estado = self.estado.lock().expect("the changes of server");
+            if estado
+                .ultima
+                .is_some_and(|quando| quando.elapsed() < INTERVALO)
+            {
                 return false;
             }
-            *ultima = Some(Instant::now());
-        }
-        let silente = cliente.server_info().server_name;
+            estado.ultima = Some(Instant::now());
+            estado
+                .deixados
+                .retain(|(nome, quando)| quando.elapsed() < EVITAR && *nome != silente);
+            estado.deixados.push((silente.clone(), Instant::now()));
+            estado
+                .deixados
+                .iter()
+                .map(|(nome, _)| nome.clone())
+                .collect()
+        };
         tracing::warn!(
             server = %silente,
             silent_for = ?desde.elapsed(),
@@ -64,7 +89,7 @@ impl Troca {
             if !reconectar(cliente).await {
                 return false;
             }
-            if cliente.server_info().server_name != silente {
+            if !evitados.contains(&cliente.server_info().server_name) {
                 return true;
             }
         }
