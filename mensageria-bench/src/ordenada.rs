@@ -4,8 +4,12 @@
 //!     applying a one-INSERT effect stamped with `clock_timestamp()`. Counted until every step is
 //!     applied; checked: every step once, every key in order. Beside each, in the same
 //!     repetition, the same relay paced by its poll alone (`com_acordar_no_processo(false)`):
-//!     what a key's advance costs when the next step waits for the next poll.
+//!     what a key's advance costs when the next step waits for the next poll; and the defaults
+//!     with one poison key (key 0's receptor refuses every step, temporarily, forever): the
+//!     other 39 keys' steps per second, against the clean run's, is the share of throughput a
+//!     poison key leaves the others.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mensageria_axum::{Rejeicao, receptor};
@@ -64,11 +68,17 @@ async fn receber_passo_nats(
     aplicar(tx, evento.chave, evento.passo).await
 }
 
+/// While set, key 0's receptor refuses every step (temporarily): a poison key.
+static VENENO: AtomicBool = AtomicBool::new(false);
+
 async fn aplicar(
     tx: &mut Transaction<'_, Postgres>,
     chave: i64,
     passo: i64,
 ) -> Result<(), Rejeicao> {
+    if chave == 0 && VENENO.load(Ordering::Relaxed) {
+        return Err(Rejeicao::temporaria("bench: key 0 is poison"));
+    }
     sqlx::query("INSERT INTO passo_bench (chave, passo) VALUES ($1, $2)")
         .bind(chave)
         .bind(passo)
@@ -143,12 +153,25 @@ impl Bancada {
         }
     }
 
-    async fn rodada(&self, via: Via, acordar: bool) -> Rodada {
-        // The steps' natural keys repeat from run to run: their dedup records go too.
-        sqlx::query("TRUNCATE passo_bench, mensageria_recebidas")
+    /// One run; `veneno`: key 0 refused forever, the run counted until the other keys' steps
+    /// are applied.
+    async fn rodada(&self, via: Via, acordar: bool, veneno: bool) -> Rodada {
+        // The steps' natural keys repeat from run to run: their dedup records go too, and what a
+        // poison run left (key 0's rows in the saída, its receiving-side dead letters).
+        sqlx::query("TRUNCATE passo_bench, mensageria_recebidas, mensageria_mortas_recebidas")
             .execute(&self.efeitos)
             .await
             .expect("truncate");
+        sqlx::query("TRUNCATE mensageria_saida, mensageria_mortas")
+            .execute(&self.produtor)
+            .await
+            .expect("truncate the saída");
+        VENENO.store(veneno, Ordering::Relaxed);
+        let esperados = if veneno {
+            (CHAVES - 1) * PASSOS
+        } else {
+            CHAVES * PASSOS
+        };
         let mut tx = self.produtor.begin().await.expect("begin");
         for passo in 0..PASSOS {
             for chave in 0..CHAVES {
@@ -195,11 +218,14 @@ impl Bancada {
                 .fetch_one(&self.efeitos)
                 .await
                 .expect("count")
-                >= CHAVES * PASSOS
+                >= esperados
         })
         .await;
         let segundos = inicio.elapsed().as_secs_f64();
-        assert!(todos, "every ordered step applied within 600 s");
+        assert!(
+            todos,
+            "every ordered step (but the poison key's) applied within 600 s"
+        );
         relay.shutdown(Duration::from_secs(5)).await;
         if let Some(consumidor) = consumidor {
             consumidor.shutdown(Duration::from_secs(5)).await;
@@ -217,8 +243,9 @@ impl Bancada {
         .fetch_one(&self.efeitos)
         .await
         .expect("check the order");
+        VENENO.store(false, Ordering::Relaxed);
         Rodada {
-            passos_por_segundo: (CHAVES * PASSOS) as f64 / segundos,
+            passos_por_segundo: esperados as f64 / segundos,
             maior_pausa_ms,
             fora_de_ordem,
             duas_vezes,
@@ -237,26 +264,28 @@ impl Bancada {
 pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
     println!("11. ordered delivery end to end ({CHAVES} keys x {PASSOS} steps)");
     let bancada = Bancada::montar().await;
-    let mut resultados: Vec<(Via, bool, Vec<Rodada>)> = [
-        (Via::Http, true),
-        (Via::Http, false),
-        (Via::Nats, true),
-        (Via::Nats, false),
+    let mut resultados: Vec<(Via, bool, bool, Vec<Rodada>)> = [
+        (Via::Http, true, false),
+        (Via::Http, false, false),
+        (Via::Nats, true, false),
+        (Via::Nats, false, false),
+        (Via::Http, true, true),
+        (Via::Nats, true, true),
     ]
     .into_iter()
-    .map(|(via, acordar)| (via, acordar, Vec::new()))
+    .map(|(via, acordar, veneno)| (via, acordar, veneno, Vec::new()))
     .collect();
     for repeticao in 0..p.repeticoes {
         // The order rotates, so a change of load hits every variant alike.
         for i in 0..resultados.len() {
             let k = (i + repeticao) % resultados.len();
-            let (via, acordar) = (resultados[k].0, resultados[k].1);
-            let rodada = bancada.rodada(via, acordar).await;
-            resultados[k].2.push(rodada);
+            let (via, acordar, veneno) = (resultados[k].0, resultados[k].1, resultados[k].2);
+            let rodada = bancada.rodada(via, acordar, veneno).await;
+            resultados[k].3.push(rodada);
         }
     }
     let mut taxas = Vec::new();
-    for (via, acordar, rodadas) in &resultados {
+    for (via, acordar, veneno, rodadas) in &resultados {
         let nome = format!(
             "{}, {}",
             if *via == Via::Http {
@@ -264,10 +293,11 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
             } else {
                 "JetStream"
             },
-            if *acordar {
-                "defaults (the next step claimed as soon as the previous one is settled)"
-            } else {
-                "paced by the poll (no wake-ups)"
+            match (acordar, veneno) {
+                (_, true) => "defaults, key 0 poison (the other 39 keys' steps)",
+                (true, false) =>
+                    "defaults (the next step claimed as soon as the previous one is settled)",
+                (false, false) => "paced by the poll (no wake-ups)",
             }
         );
         let taxa = rel.medir(
@@ -302,6 +332,41 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
             fmt(taxas[1])
         ),
         taxas[2] >= 200.0,
+    );
+    // Per repetition, so each ratio pairs runs seconds apart.
+    let razao = |veneno: usize, limpo: usize| -> Vec<f64> {
+        resultados[veneno]
+            .3
+            .iter()
+            .zip(&resultados[limpo].3)
+            .map(|(v, l)| v.passos_por_segundo / l.passos_por_segundo)
+            .collect()
+    };
+    let http = rel.medir(
+        "ordered e2e",
+        "poison key: the other keys' steps/s over the clean run's, HTTP",
+        razao(4, 0),
+        "×",
+    );
+    let nats = rel.medir(
+        "ordered e2e",
+        "poison key: the other keys' steps/s over the clean run's, JetStream",
+        razao(5, 2),
+        "×",
+    );
+    rel.meta(
+        format!("one poison key of {CHAVES} (refused forever, `Bloquear`): the others keep ≥ 0.8× their throughput"),
+        format!(
+            "JetStream {}× of the clean run ({} vs {} steps/s), HTTP {}× ({} vs {}); every other \
+             key in order",
+            fmt(nats),
+            fmt(taxas[5]),
+            fmt(taxas[2]),
+            fmt(http),
+            fmt(taxas[4]),
+            fmt(taxas[0])
+        ),
+        nats >= 0.8 && http >= 0.8,
     );
     bancada.descartar().await;
 }

@@ -387,6 +387,26 @@ pub(crate) enum AcaoContratos {
         /// The directory of the contracts after it.
         novo: std::path::PathBuf,
     },
+    /// Print the AsyncAPI 3.0 document (JSON) of an app's JetStream channels, from its
+    /// contracts: a channel per subject (`{prefixo}.{tipo}`, and the ordered lanes
+    /// `{prefixo}._ordem.{faixa}.{tipo}`), a message per tipo with its payload's schema and
+    /// headers, a send or receive operation per side.
+    Asyncapi {
+        /// The directory of the app's contracts.
+        dir: std::path::PathBuf,
+        /// The app's name.
+        #[arg(long)]
+        app: String,
+        /// The stream's name.
+        #[arg(long)]
+        fluxo: String,
+        /// The stream's subject prefix.
+        #[arg(long)]
+        prefixo: String,
+        /// The app's version, for the document's info.
+        #[arg(long, default_value = "0.0.0")]
+        versao: String,
+    },
 }
 
 /// `mensageria doctor`.

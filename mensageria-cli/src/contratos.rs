@@ -1,5 +1,6 @@
 //! `mensageria contratos verificar OLD NEW`: two directories of an app's contracts compared
-//! ([`mensageria_core::contratos::comparar`]); files only, no database.
+//! ([`mensageria_core::contratos::comparar`]); `mensageria contratos asyncapi DIR`: the AsyncAPI
+//! document of an app's JetStream channels from its contracts. Files only, no database.
 
 use std::path::Path;
 
@@ -75,9 +76,31 @@ impl Relatorio for Verificacao {
 }
 
 pub(crate) fn executar(acao: &AcaoContratos, json: bool) -> Result<Desfecho, ErroCli> {
-    let AcaoContratos::Verificar { antigo, novo } = acao;
     let ler =
         |dir: &Path| contratos::ler_diretorio(dir).map_err(|e| ErroCli::Contratos(e.to_string()));
+    let (antigo, novo) = match acao {
+        AcaoContratos::Verificar { antigo, novo } => (antigo, novo),
+        AcaoContratos::Asyncapi {
+            dir,
+            app,
+            fluxo,
+            prefixo,
+            versao,
+        } => {
+            let canais = contratos::asyncapi::Canais {
+                app,
+                versao,
+                fluxo,
+                prefixo,
+            };
+            let documento = contratos::asyncapi::documento(&ler(dir)?, &canais);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&documento).expect("a document is JSON")
+            );
+            return Ok(Desfecho::Feito);
+        }
+    };
     let (antigos, novos) = (ler(antigo)?, ler(novo)?);
     let problemas = contratos::comparar(&antigos, &novos);
     let verificacao = Verificacao {

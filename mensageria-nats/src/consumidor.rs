@@ -123,7 +123,8 @@ impl Config {
         }
     }
 
-    /// How many deliveries a message of an ordered lane gets (3 by default) before a temporary
+    /// How many deliveries a message of an ordered lane gets (3 by default, 100 ms and then
+    /// 200 ms apart: the lane's other keys wait meanwhile) before a temporary
     /// failure **parks** it, under [`OrdemAposMorta::Bloquear`]: it is kept as a `parked` dead
     /// letter, its key's later messages are held behind it, and the lane goes on with the other
     /// keys instead of waiting for each redelivery. The consumer retries a parked key by itself,
@@ -767,6 +768,10 @@ impl Receptores {
     }
 }
 
+/// The wait before the next delivery of a message of an ordered lane that fails temporarily
+/// (times its deliveries so far) until it is parked: the lane's other keys wait with it.
+const ESPERA_NA_FAIXA: Duration = Duration::from_millis(100);
+
 /// How often a lane that keeps failing to fetch says so again.
 const AVISO_DE_BUSCA: Duration = Duration::from_secs(30);
 
@@ -1025,6 +1030,11 @@ impl<DB: Banco> Laco<DB> {
                 }
                 let atraso = match (banco_fora, tentar_apos) {
                     (Some(vezes), _) => self.config.atraso(vezes),
+                    // A message that will be parked holds its whole lane while it waits: a
+                    // short wait, then parked, and the key's backoff is the retries' in process.
+                    _ if self.estacionar(mensagem, self.config.entregas_na_faixa) => {
+                        ESPERA_NA_FAIXA.mul_f64(entregas as f64)
+                    }
                     (None, Some(pedido)) => pedido.max(self.config.atraso(1) / 2),
                     (None, None) => self.config.atraso(entregas),
                 };

@@ -14,6 +14,7 @@
 //! resource handed to the relay and the door the receptores are fed through.
 
 mod acompanhamento;
+mod asyncapi;
 mod conexao;
 mod consumidor;
 mod diagnostico;
@@ -26,6 +27,7 @@ mod retomada;
 mod topologia;
 mod troca;
 
+pub use asyncapi::{documento as asyncapi, rota as rota_asyncapi};
 pub use conexao::{conectar, opcoes_de_conexao, servidores};
 pub use consumidor::{Config as ConfigConsumidor, Consumidor, ConsumidorHandle, Inicio};
 pub use diagnostico::{Achado, diagnosticar};

@@ -389,6 +389,7 @@ async fn enviar_e_conferir(
             }
         }
     }
+    conferir_asyncapi(&cliente, url_pedidos).await?;
     loop {
         match contar(db.pool()).await {
             Ok(resultado) if resultado.completo(n) || Instant::now() >= fim => {
@@ -403,6 +404,37 @@ async fn enviar_e_conferir(
         vivos(filhos)?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `pedidos` serves its AsyncAPI document beside its OpenAPI one: it publishes `pedido.criado`
+/// to the stream (and receives `estoque.reservado` over HTTP, not through the stream).
+async fn conferir_asyncapi(
+    cliente: &reqwest::Client,
+    url_pedidos: &str,
+) -> Result<(), Box<dyn Error>> {
+    let texto = cliente
+        .get(format!("{url_pedidos}/m2m/asyncapi.json"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let documento: serde_json::Value = serde_json::from_str(&texto)?;
+    let operacao = |id: &str| {
+        documento["operations"][id]["action"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    if documento["asyncapi"] != "3.0.0"
+        || operacao("envia.pedido.criado").as_deref() != Some("send")
+        || operacao("recebe.estoque.reservado").is_some()
+    {
+        return Err(format!(
+            "pedidos' /m2m/asyncapi.json is not what it sends and receives: {documento}"
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// A service that exited before its SIGTERM fails the run at once (its error is on stderr).

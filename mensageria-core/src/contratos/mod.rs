@@ -34,6 +34,7 @@
 //! assert!(problemas[0].to_string().contains("pedido.criado (sent): $.id: type-changed"));
 //! ```
 
+pub mod asyncapi;
 mod leitura;
 
 use std::collections::BTreeMap;

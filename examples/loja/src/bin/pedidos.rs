@@ -85,7 +85,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .route("/pedidos", post(criar))
             .with_state(pool_http),
     )
-    .merge(mensageria_axum::metricas::rota(metricas));
+    .merge(mensageria_axum::metricas::rota(metricas))
+    // Beside /m2m/openapi.json: what this binary sends through the stream, from its contracts
+    // (estoque.reservado comes back over HTTP: the OpenAPI document's).
+    .merge(mensageria_nats::rota_asyncapi(
+        &fluxo,
+        "pedidos",
+        env!("CARGO_PKG_VERSION"),
+        &["pedido.criado"],
+    ));
     loja::servir_ate_sigint(app, relay).await
 }
 
