@@ -39,83 +39,19 @@ pub struct Canais<'a> {
 /// assert_eq!(doc["operations"]["envia.pedido.criado"]["action"], "send");
 /// ```
 pub fn documento(contratos: &[Contrato], canais: &Canais<'_>) -> Value {
-    let mut canais_json = Map::new();
-    let mut operacoes = Map::new();
-    let mut mensagens = Map::new();
-    let mut esquemas = Map::new();
-    esquemas.insert("MensageriaCabecalhos".into(), cabecalhos());
+    let mut partes = Partes::default();
+    partes
+        .esquemas
+        .insert("MensageriaCabecalhos".into(), cabecalhos());
     for contrato in contratos {
-        let tipo = &contrato.tipo;
-        let lados: Vec<(&str, &Lado)> =
-            [("envia", &contrato.envio), ("recebe", &contrato.recepcao)]
-                .into_iter()
-                .filter_map(|(nome, lado)| lado.as_ref().map(|l| (nome, l)))
-                .collect();
-        // One message when both sides read and write one schema; one per side otherwise.
-        let um_so = lados.len() == 1
-            || lados
-                .windows(2)
-                .all(|par| par[0].1.esquema == par[1].1.esquema);
-        let mut ids = Vec::new();
-        for (nome, lado) in &lados {
-            let id = if um_so {
-                tipo.clone()
-            } else {
-                format!("{tipo}.{nome}")
-            };
-            if !mensagens.contains_key(&id) {
-                mensagens.insert(id.clone(), mensagem(tipo, lado, &id, &mut esquemas));
-            }
-            ids.push(id);
-        }
-        let ordenado = format!("{tipo}.ordenado");
-        canais_json.insert(
-            tipo.clone(),
-            canal(
-                format!("{}.{tipo}", canais.prefixo),
-                format!("Messages of tipo `{tipo}` without an ordering key."),
-                &ids,
-                None,
-            ),
-        );
-        canais_json.insert(ordenado.clone(), canal(
-            format!("{}._ordem.{{faixa}}.{tipo}", canais.prefixo),
-            format!(
-                "Messages of tipo `{tipo}` with an ordering key, in the key's lane (every tipo of a \
-                 key shares its lane, so its steps are applied in order)."
-            ),
-            &ids,
-            Some(json!({"faixa": {"description": "the ordered lane: FNV-1a of the ordering key, modulo the stream's lane count (its topology record in KV bucket mensageria_topologia)"}})),
-        ));
-        for ((nome, lado), id) in lados.iter().zip(&ids) {
-            let (acao, canal_id) = match *nome {
-                "envia" if lado.chave_de_ordem.is_some() => ("send", ordenado.clone()),
-                "envia" => ("send", tipo.clone()),
-                _ => ("receive", String::new()),
-            };
-            let alvos: Vec<String> = if canal_id.is_empty() {
-                vec![tipo.clone(), ordenado.clone()]
-            } else {
-                vec![canal_id]
-            };
-            for (i, alvo) in alvos.iter().enumerate() {
-                let sufixo = if i == 0 {
-                    String::new()
-                } else {
-                    ".ordenado".to_owned()
-                };
-                operacoes.insert(
-                    format!("{nome}.{tipo}{sufixo}"),
-                    json!({
-                        "action": acao,
-                        "channel": {"$ref": format!("#/channels/{alvo}")},
-                        "messages": [{"$ref": format!("#/channels/{alvo}/messages/{id}")}],
-                        "summary": format!("`{}` {} it", lado.tipo_rust, if acao == "send" { "publishes" } else { "consumes" }),
-                    }),
-                );
-            }
-        }
+        partes.acrescentar(contrato, canais.prefixo);
     }
+    let Partes {
+        canais: canais_json,
+        operacoes,
+        mensagens,
+        esquemas,
+    } = partes;
     json!({
         "asyncapi": "3.0.0",
         "info": {
@@ -133,6 +69,89 @@ pub fn documento(contratos: &[Contrato], canais: &Canais<'_>) -> Value {
         "operations": operacoes,
         "components": {"messages": mensagens, "schemas": esquemas},
     })
+}
+
+/// The document's maps, filled tipo by tipo.
+#[derive(Default)]
+struct Partes {
+    canais: Map<String, Value>,
+    operacoes: Map<String, Value>,
+    mensagens: Map<String, Value>,
+    esquemas: Map<String, Value>,
+}
+
+impl Partes {
+    /// `contrato`'s messages (one when both sides read and write one schema, one per side
+    /// otherwise), its two channels (unordered, and the ordered lanes) and its operations.
+    fn acrescentar(&mut self, contrato: &Contrato, prefixo: &str) {
+        let tipo = &contrato.tipo;
+        let lados: Vec<(&str, &Lado)> =
+            [("envia", &contrato.envio), ("recebe", &contrato.recepcao)]
+                .into_iter()
+                .filter_map(|(nome, lado)| lado.as_ref().map(|l| (nome, l)))
+                .collect();
+        let um_so = lados.len() == 1
+            || lados
+                .windows(2)
+                .all(|par| par[0].1.esquema == par[1].1.esquema);
+        let mut ids = Vec::new();
+        for (nome, lado) in &lados {
+            let id = if um_so {
+                tipo.clone()
+            } else {
+                format!("{tipo}.{nome}")
+            };
+            if !self.mensagens.contains_key(&id) {
+                let corpo = mensagem(tipo, lado, &id, &mut self.esquemas);
+                self.mensagens.insert(id.clone(), corpo);
+            }
+            ids.push(id);
+        }
+        let ordenado = format!("{tipo}.ordenado");
+        self.canais.insert(
+            tipo.clone(),
+            canal(
+                format!("{prefixo}.{tipo}"),
+                format!("Messages of tipo `{tipo}` without an ordering key."),
+                &ids,
+                None,
+            ),
+        );
+        self.canais.insert(ordenado.clone(), canal(
+            format!("{prefixo}._ordem.{{faixa}}.{tipo}"),
+            format!(
+                "Messages of tipo `{tipo}` with an ordering key, in the key's lane (every tipo of a \
+                 key shares its lane, so its steps are applied in order)."
+            ),
+            &ids,
+            Some(json!({"faixa": {"description": "the ordered lane: FNV-1a of the ordering key, modulo the stream's lane count (its topology record in KV bucket mensageria_topologia)"}})),
+        ));
+        for ((nome, lado), id) in lados.iter().zip(&ids) {
+            // A sender publishes to one of the two channels; a receiver consumes both.
+            let alvos = match *nome {
+                "envia" if lado.chave_de_ordem.is_some() => vec![ordenado.clone()],
+                "envia" => vec![tipo.clone()],
+                _ => vec![tipo.clone(), ordenado.clone()],
+            };
+            let acao = if *nome == "envia" { "send" } else { "receive" };
+            for alvo in alvos {
+                let sufixo = if alvo == ordenado && acao == "receive" {
+                    ".ordenado"
+                } else {
+                    ""
+                };
+                self.operacoes.insert(
+                    format!("{nome}.{tipo}{sufixo}"),
+                    json!({
+                        "action": acao,
+                        "channel": {"$ref": format!("#/channels/{alvo}")},
+                        "messages": [{"$ref": format!("#/channels/{alvo}/messages/{id}")}],
+                        "summary": format!("`{}` {} it", lado.tipo_rust, if acao == "send" { "publishes" } else { "consumes" }),
+                    }),
+                );
+            }
+        }
+    }
 }
 
 fn canal(endereco: String, descricao: String, ids: &[String], parametros: Option<Value>) -> Value {
@@ -243,4 +262,58 @@ fn cabecalhos() -> Value {
         },
         "required": ["Nats-Msg-Id", "ce-specversion", "ce-id", "ce-type", "ce-source"],
     })
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    fn lado(chave_de_ordem: Option<&str>, esquema: Value) -> Option<Lado> {
+        Some(Lado {
+            tipo_rust: "Pedido".into(),
+            chave_de_ordem: chave_de_ordem.map(str::to_owned),
+            esquema: Some(esquema),
+            ..Lado::default()
+        })
+    }
+
+    #[test]
+    fn ordenado_publica_na_faixa_recebe_nas_duas_e_defs_viram_componentes() {
+        let esquema = json!({
+            "type": "object",
+            "properties": {"item": {"$ref": "#/$defs/Item"}},
+            "$defs": {"Item": {"type": "string"}}
+        });
+        let contrato = Contrato {
+            tipo: "pedido.criado".into(),
+            compatibilidade: Default::default(),
+            envio: lado(Some("evento.id"), esquema.clone()),
+            recepcao: lado(None, esquema),
+        };
+        let canais = Canais {
+            app: "a",
+            versao: "1",
+            fluxo: "F",
+            prefixo: "p",
+        };
+        let doc = documento(&[contrato], &canais);
+        assert_eq!(
+            doc["operations"]["envia.pedido.criado"]["channel"]["$ref"],
+            "#/channels/pedido.criado.ordenado"
+        );
+        assert_eq!(
+            doc["channels"]["pedido.criado.ordenado"]["address"],
+            "p._ordem.{faixa}.pedido.criado"
+        );
+        for id in ["recebe.pedido.criado", "recebe.pedido.criado.ordenado"] {
+            assert_eq!(doc["operations"][id]["action"], "receive", "{id}");
+        }
+        // One schema on both sides: one message; its $defs under the components, renamed.
+        assert_eq!(doc["components"]["messages"].as_object().unwrap().len(), 1);
+        assert_eq!(
+            doc["components"]["messages"]["pedido.criado"]["payload"]["properties"]["item"]["$ref"],
+            "#/components/schemas/pedido.criado.Item"
+        );
+        assert!(doc["components"]["schemas"]["pedido.criado.Item"].is_object());
+    }
 }
