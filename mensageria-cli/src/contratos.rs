@@ -76,10 +76,8 @@ impl Relatorio for Verificacao {
 }
 
 pub(crate) fn executar(acao: &AcaoContratos, json: bool) -> Result<Desfecho, ErroCli> {
-    let ler =
-        |dir: &Path| contratos::ler_diretorio(dir).map_err(|e| ErroCli::Contratos(e.to_string()));
-    let (antigo, novo) = match acao {
-        AcaoContratos::Verificar { antigo, novo } => (antigo, novo),
+    match acao {
+        AcaoContratos::Verificar { antigo, novo } => verificar(antigo, novo, json),
         AcaoContratos::Asyncapi {
             dir,
             app,
@@ -98,9 +96,18 @@ pub(crate) fn executar(acao: &AcaoContratos, json: bool) -> Result<Desfecho, Err
                 "{}",
                 serde_json::to_string_pretty(&documento).expect("a document is JSON")
             );
-            return Ok(Desfecho::Feito);
+            Ok(Desfecho::Feito)
         }
-    };
+    }
+}
+
+/// The contracts in `dir`.
+fn ler(dir: &Path) -> Result<Vec<contratos::Contrato>, ErroCli> {
+    contratos::ler_diretorio(dir).map_err(|e| ErroCli::Contratos(e.to_string()))
+}
+
+/// `contratos verificar`: one line per problem; `Problemas` (exit 1) when there is any.
+fn verificar(antigo: &Path, novo: &Path, json: bool) -> Result<Desfecho, ErroCli> {
     let (antigos, novos) = (ler(antigo)?, ler(novo)?);
     let problemas = contratos::comparar(&antigos, &novos);
     let verificacao = Verificacao {

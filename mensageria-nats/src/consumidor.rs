@@ -11,8 +11,9 @@
 //! previous one is settled, whichever replica holds it, and a redelivery keeps its place. A lane
 //! message of a tipo the binary does not receive is acknowledged and skipped: binaries of one app
 //! that receive different tipos have lane durables of their own, so each still gets its tipos. A
-//! fetched batch is applied like the HTTP batch route — rounds of distinct keys, one transaction each, an outcome per event — and each message is then settled
-//! by its outcome, after the commit:
+//! fetched batch is applied like the HTTP batch route — rounds of distinct keys, one transaction
+//! each, an outcome per event — and each message is then settled by its outcome, after the
+//! commit:
 //!
 //! | outcome | JetStream |
 //! |---|---|
@@ -1032,9 +1033,7 @@ impl<DB: Banco> Laco<DB> {
                     (Some(vezes), _) => self.config.atraso(vezes),
                     // A message that will be parked holds its whole lane while it waits: a
                     // short wait, then parked, and the key's backoff is the retries' in process.
-                    _ if self.estacionar(mensagem, self.config.entregas_na_faixa) => {
-                        ESPERA_NA_FAIXA.mul_f64(entregas as f64)
-                    }
+                    _ if self.estacionavel(mensagem) => ESPERA_NA_FAIXA.mul_f64(entregas as f64),
                     (None, Some(pedido)) => pedido.max(self.config.atraso(1) / 2),
                     (None, None) => self.config.atraso(entregas),
                 };
@@ -1073,9 +1072,14 @@ impl<DB: Banco> Laco<DB> {
     /// [`Config::com_entregas_na_faixa`]): a message of an ordered lane, with its key, under
     /// `Bloquear`, at its `entregas_na_faixa`-th delivery.
     fn estacionar(&self, mensagem: &Message, entregas: i64) -> bool {
+        entregas >= self.config.entregas_na_faixa && self.estacionavel(mensagem)
+    }
+
+    /// Whether a temporary failure of this message parks it at its `entregas_na_faixa`-th
+    /// delivery: a message of an ordered lane, with its key, under `Bloquear`.
+    fn estacionavel(&self, mensagem: &Message) -> bool {
         self.receptores.tipo().is_none()
             && self.config.ordem_apos_morta == OrdemAposMorta::Bloquear
-            && entregas >= self.config.entregas_na_faixa
             && cabecalho(mensagem, CHAVE_DE_ORDEM).is_some()
     }
 

@@ -380,15 +380,17 @@ fn ordenado(valor: Value) -> Value {
 pub fn esquema_de<T: utoipa::ToSchema>() -> Value {
     let mut componentes = Vec::new();
     T::schemas(&mut componentes);
-    let raiz = T::schema();
-    // A recursive type refers to itself: its own schema goes under `$defs` too.
-    let proprio = format!("\"#/components/schemas/{}\"", T::name());
-    let recursivo =
-        serde_json::to_string(&(&raiz, &componentes)).is_ok_and(|texto| texto.contains(&proprio));
-    if recursivo {
-        componentes.push((T::name().to_string(), raiz.clone()));
+    let nome = T::name();
+    if nome.is_empty() {
+        return esquema_json(&T::schema(), &componentes);
     }
-    esquema_json(&raiz, &componentes)
+    // A reference to its own named schema: `esquema_json` inlines it, and keeps it under
+    // `$defs` only for a recursive type.
+    componentes.push((nome.to_string(), T::schema()));
+    esquema_json(
+        &utoipa::openapi::RefOr::Ref(utoipa::openapi::Ref::from_schema_name(nome)),
+        &componentes,
+    )
 }
 
 /// [`esquema_de`] from the pieces utoipa gives: a root schema and the named schemas it refers to.
@@ -423,7 +425,7 @@ pub fn esquema_json(
         esquema = proprio;
         let referencia = format!("\"#/$defs/{nome}\"");
         let referido = serde_json::to_string(&(&esquema, &defs))
-            .is_ok_and(|texto| texto.matches(&referencia).count() > 0);
+            .is_ok_and(|texto| texto.contains(&referencia));
         if !referido {
             defs.remove(&nome);
         }
