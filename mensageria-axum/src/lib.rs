@@ -75,6 +75,7 @@
 //! `GET /m2m/openapi.json`: a payload that derives `utoipa::ToSchema` gets its full schema
 //! (derive it through the re-export, `use mensageria_axum::utoipa;`, or with `utoipa = "5"` of
 //! your own); any other payload is documented "schema not published", with no schema.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod chave;
 mod cloudevents;

@@ -16,6 +16,7 @@
 //!   read models behind `mensageria status`, `doctor` and `apps`, the backlog).
 //! - [`tipo`]: what a valid `tipo` looks like.
 //! - [`configuracao`]: what makes a setting invalid ([`ErroConfiguracao`]).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod banco;
 pub mod cloudevents;

@@ -12,6 +12,7 @@
 //!
 //! The same `#[enviador]` and `#[receptor]` serve HTTP and JetStream: what changes is the
 //! resource handed to the relay and the door the receptores are fed through.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acompanhamento;
 mod asyncapi;

@@ -143,16 +143,30 @@ fn schema_a_criar(search_path: &str, usuario: &str) -> String {
 /// that the connection keeps as the backlog grows, until the next autoanalyze (up to a
 /// minute of naptime later). Planning a probe costs tens of microseconds; the trap cost
 /// milliseconds per statement (`tests/relay.rs`, `plano_generico_*`).
-pub(crate) const SQL_CONFIRMAR: &str = "DELETE FROM mensageria_saida s \
-     USING unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
-     WHERE s.id = c.id AND s.lease_token = c.token RETURNING s.id";
+///
+/// Its rows are locked first, **in `id` order** (`ORDER BY … FOR UPDATE`: PostgreSQL locks the rows
+/// as the sort hands them out), as [`SQL_RENOVAR`]'s are, so an ack batch and a lease renewal
+/// that share rows wait for each other's first row and never deadlock; left to its plan, each
+/// statement locked in the order of its join (the array's, or the table's) and the two could
+/// each hold a row the other waited for.
+pub(crate) const SQL_CONFIRMAR: &str = "WITH alvo AS ( \
+         SELECT s.id, c.token FROM mensageria_saida s \
+         JOIN unnest($1::bigint[], $2::bigint[]) AS c(id, token) \
+           ON s.id = c.id AND s.lease_token = c.token \
+         ORDER BY s.id FOR UPDATE OF s) \
+     DELETE FROM mensageria_saida s USING alvo \
+     WHERE s.id = alvo.id AND s.lease_token = alvo.token RETURNING s.id";
 
 /// Lease renewal of the deliveries in flight (every lease/4), fenced by token; a HOT update, as
-/// the claim is.
-pub(crate) const SQL_RENOVAR: &str = "UPDATE mensageria_saida s SET \
+/// the claim is. Rows locked in `id` order, as [`SQL_CONFIRMAR`]'s.
+pub(crate) const SQL_RENOVAR: &str = "WITH alvo AS ( \
+         SELECT s.id, v.token FROM mensageria_saida s \
+         JOIN unnest($1::bigint[], $2::bigint[]) AS v(id, token) \
+           ON s.id = v.id AND s.lease_token = v.token \
+         ORDER BY s.id FOR UPDATE OF s) \
+     UPDATE mensageria_saida s SET \
          lease_ate = now() + make_interval(secs => $3::float8 / 1000) \
-     FROM unnest($1::bigint[], $2::bigint[]) AS v(id, token) \
-     WHERE s.id = v.id AND s.lease_token = v.token";
+     FROM alvo WHERE s.id = alvo.id AND s.lease_token = alvo.token";
 
 /// A retry: the row's next attempt in `$3` ms, fenced by token (a primary-key probe).
 pub(crate) const SQL_REAGENDAR: &str = "UPDATE mensageria_saida SET \

@@ -6,14 +6,13 @@
 //! pair was not deleted (its lease moved on) learns so.
 //!
 //! An ack batch and the lease renewal ([`renovar`](Confirmacoes::renovar), every lease/4 for
-//! every delivery in flight) never run at the same time. Both lock many rows of the saída, each
-//! in its plan's order (the array's for a nested loop over the primary key, the table's for a
-//! hash join, and the planner picks by the array's size), and rows being acked are still in
-//! flight, so the two statements could each hold a row the other waits for: PostgreSQL breaks
-//! such a deadlock only after `deadlock_timeout` (1 s by default) by failing one of them, and a
-//! failed ack batch is retried, so nothing was lost, but every delivery of the relay waited that
-//! second (three times in one run of the bench's end-to-end section). Taking turns costs
-//! the acks at most one renewal statement (a few milliseconds every lease/4).
+//! every delivery in flight) run side by side. Both lock many rows of the saída, and rows being
+//! acked are still in flight, so both statements lock their rows in one order, the primary
+//! key's (`SQL_CONFIRMAR`, `SQL_RENOVAR` in `banco/postgres.rs`): two statements that share rows
+//! wait for each other at the first shared row and never each hold a row the other waits for.
+//! Left to their plans they locked in the order of their join, and PostgreSQL broke the
+//! deadlock after `deadlock_timeout` (1 s) by failing one; they took turns on one lock instead,
+//! so a renewal stuck on a dead connection held back every ack of the relay.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -36,8 +35,6 @@ struct Estado {
 #[derive(Default)]
 pub(crate) struct Confirmacoes {
     estado: Mutex<Estado>,
-    /// Held while an ack batch or the lease renewal runs: they take turns.
-    vez_no_banco: tokio::sync::Mutex<()>,
 }
 
 /// Hands the turn back and fails the queued acks (their waiters retry, and one of them starts
@@ -103,11 +100,7 @@ impl Confirmacoes {
                 std::mem::take(&mut estado.pendentes)
             };
             let pares: Vec<(i64, i64)> = lote.iter().map(|(id, token, _)| (*id, *token)).collect();
-            let resultado = {
-                let _vez = self.vez_no_banco.lock().await;
-                DB::confirmar_lote(&pool, &pares).await
-            };
-            match resultado {
+            match DB::confirmar_lote(&pool, &pares).await {
                 Ok(apagados) => {
                     let apagados: HashSet<i64> = apagados.into_iter().collect();
                     for (id, _, enviar) in lote {
@@ -124,33 +117,51 @@ impl Confirmacoes {
         }
     }
 
-    /// Renews the leases of `pares` for `lease_ms` (fenced by token; how many were renewed), in
-    /// turn with the ack batches.
+    /// Renews the leases of `pares` for `lease_ms` (fenced by token; how many were renewed),
+    /// beside the ack batches.
     pub(crate) async fn renovar<DB: Banco>(
         &self,
         pool: &Pool<DB>,
         pares: &[(i64, i64)],
         lease_ms: i64,
     ) -> Result<u64, sqlx::Error> {
-        let _vez = self.vez_no_banco.lock().await;
         DB::renovar_leases(pool, pares, lease_ms).await
     }
 }
 
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(all(test, feature = "postgres", feature = "teste"))]
 mod testes {
     use std::time::Duration;
 
-    use super::*;
+    use sqlx::PgPool;
 
-    /// An empty saída on a SQLite file of the test's own.
-    async fn saida() -> (tempfile::TempDir, sqlx::SqlitePool) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let pool = crate::banco::sqlite::abrir(dir.path().join("saida.db"))
+    use super::*;
+    use crate::banco::interno::BancoInterno;
+    use crate::teste::PgIsolado;
+
+    /// `n` leased rows of the saída (ids 1..=n), each with the lease token 7.
+    async fn em_voo(pool: &PgPool, n: i64) {
+        sqlx::query(
+            "INSERT INTO mensageria_saida (id, id_mensagem, tipo, payload, lease_dono, \
+             lease_ate, lease_token) OVERRIDING SYSTEM VALUE \
+             SELECT i, gen_random_uuid(), 't', '{}', 'eu', now() + interval '1 min', 7 \
+             FROM generate_series(1, $1) AS i",
+        )
+        .bind(n)
+        .execute(pool)
+        .await
+        .expect("leased rows");
+    }
+
+    /// Another transaction holds row `id`'s lock until the returned transaction ends.
+    async fn travar(pool: &PgPool, id: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = pool.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM mensageria_saida WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut *tx)
             .await
-            .expect("open SQLite");
-        crate::migrar(&pool).await.expect("migrate");
-        (dir, pool)
+            .expect("lock the row");
+        tx
     }
 
     /// The delivery whose ack started the run of batches is cancelled while its batch waits
@@ -158,56 +169,93 @@ mod testes {
     /// they failed with "cancelled before it ran" and their messages were delivered again).
     #[tokio::test]
     async fn uma_entrega_cancelada_nao_leva_as_confirmacoes_do_lote() {
-        let (_dir, pool) = saida().await;
+        let isolado = PgIsolado::novo().await.expect("schema");
+        let pool = isolado.pool().clone();
+        em_voo(&pool, 3).await;
+        let trava = travar(&pool, 1).await;
         let confirmacoes = Arc::new(Confirmacoes::default());
-        let vez = confirmacoes.vez_no_banco.lock().await;
         let confirmar = |id: i64| {
             let (confirmacoes, pool) = (Arc::clone(&confirmacoes), pool.clone());
             tokio::spawn(async move { confirmacoes.confirmar(&pool, id, 7).await })
         };
         let primeira = confirmar(1);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let seguintes = [confirmar(2), confirmar(3)];
         tokio::time::sleep(Duration::from_millis(50)).await;
         primeira.abort();
         assert!(primeira.await.expect_err("aborted").is_cancelled());
-        drop(vez);
+        trava.rollback().await.expect("release the row");
         for seguinte in seguintes {
             let resposta = seguinte.await.expect("ack task");
             assert!(
-                matches!(resposta, Ok(false)),
+                matches!(resposta, Ok(true)),
                 "an ack queued behind a cancelled one: {resposta:?}"
             );
         }
+        isolado.fechar().await.expect("drop the schema");
     }
 
+    /// A lease renewal stuck on a row (here another transaction's lock; in the field a dead
+    /// connection) does not hold back the acks of other rows: they used to take turns on one
+    /// lock, so every delivery of the relay waited for the renewal.
     #[tokio::test]
-    async fn renovacao_e_confirmacoes_se_revezam() {
-        let (_dir, pool) = saida().await;
+    async fn uma_renovacao_presa_nao_segura_as_confirmacoes() {
+        let isolado = PgIsolado::novo().await.expect("schema");
+        let pool = isolado.pool().clone();
+        em_voo(&pool, 3).await;
+        let trava = travar(&pool, 1).await;
         let confirmacoes = Arc::new(Confirmacoes::default());
-        // An ack batch (or a renewal) holds the turn: the other waits for it.
-        let vez = confirmacoes.vez_no_banco.lock().await;
         let renovacao = tokio::spawn({
             let (confirmacoes, pool) = (Arc::clone(&confirmacoes), pool.clone());
-            async move { confirmacoes.renovar(&pool, &[(1, 7)], 6_000).await }
-        });
-        let confirmacao = tokio::spawn({
-            let (confirmacoes, pool) = (Arc::clone(&confirmacoes), pool.clone());
-            async move { confirmacoes.confirmar(&pool, 1, 7).await }
+            async move { confirmacoes.renovar(&pool, &[(1, 7), (2, 7)], 60_000).await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
+        let confirmacao =
+            tokio::time::timeout(Duration::from_secs(3), confirmacoes.confirmar(&pool, 3, 7)).await;
         assert!(
-            !renovacao.is_finished(),
-            "the renewal ran during another's turn"
+            matches!(confirmacao, Ok(Ok(true))),
+            "the ack of another row waited for the stuck renewal: {confirmacao:?}"
         );
+        // Row 2 too, though the renewal names it: the renewal locks in id order and waits at 1.
+        let confirmacao =
+            tokio::time::timeout(Duration::from_secs(3), confirmacoes.confirmar(&pool, 2, 7)).await;
         assert!(
-            !confirmacao.is_finished(),
-            "the ack ran during another's turn"
+            matches!(confirmacao, Ok(Ok(true))),
+            "the ack of a row the renewal had not reached: {confirmacao:?}"
         );
-        drop(vez);
+        assert!(!renovacao.is_finished(), "the renewal was not held");
+        trava.rollback().await.expect("release the row");
         let renovadas = renovacao.await.expect("renewal task").expect("renewal");
-        assert_eq!(renovadas, 0, "no such row to renew");
-        let apagada = confirmacao.await.expect("ack task").expect("ack");
-        assert!(!apagada, "no such row to delete");
+        assert_eq!(renovadas, 1, "row 1 renewed; row 2 was acked meanwhile");
+        isolado.fechar().await.expect("drop the schema");
+    }
+
+    /// Ack batches and renewals over the same rows, each listing them in its own order (the
+    /// array order a nested loop follows): both lock in id order, so neither waits for
+    /// PostgreSQL's deadlock detector (a failed statement, after `deadlock_timeout`).
+    #[tokio::test]
+    async fn confirmacoes_e_renovacoes_nos_mesmos_registros_sem_impasse() {
+        let isolado = PgIsolado::novo().await.expect("schema");
+        let pool = isolado.pool().clone();
+        for rodada in 0..20 {
+            sqlx::query("DELETE FROM mensageria_saida")
+                .execute(&pool)
+                .await
+                .expect("empty the saída");
+            em_voo(&pool, 200).await;
+            let crescente: Vec<(i64, i64)> = (1..=200).map(|id| (id, 7)).collect();
+            let mut decrescente = crescente.clone();
+            decrescente.reverse();
+            let (apagados, renovadas) = tokio::join!(
+                <sqlx::Postgres as BancoInterno>::confirmar_lote(&pool, &decrescente),
+                <sqlx::Postgres as BancoInterno>::renovar_leases(&pool, &crescente, 60_000),
+            );
+            let apagados = apagados.unwrap_or_else(|erro| panic!("round {rodada}: ack: {erro}"));
+            let renovadas =
+                renovadas.unwrap_or_else(|erro| panic!("round {rodada}: renewal: {erro}"));
+            assert_eq!(apagados.len(), 200, "round {rodada}: every row acked");
+            assert!(renovadas <= 200);
+        }
+        isolado.fechar().await.expect("drop the schema");
     }
 }

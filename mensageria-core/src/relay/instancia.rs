@@ -179,7 +179,7 @@ pub(crate) struct Vigia {
 }
 
 impl Vigia {
-    /// Starts renewing `leases` (in turn with the ack batches of `confirmacoes`) and beating the
+    /// Starts renewing `leases` (beside the ack batches of `confirmacoes`) and beating the
     /// heart of `instancia`.
     pub(crate) fn iniciar<DB: Banco>(
         pool: Pool<DB>,
