@@ -1346,3 +1346,41 @@ pub(crate) async fn remover_notificacoes(pool: &PgPool) -> Result<(), sqlx::Erro
         .await?;
     tx.commit().await
 }
+
+/// Rows in a given state, for the relay's tests against PostgreSQL (the SQL stays here).
+#[cfg(test)]
+pub(crate) mod para_testes {
+    use sqlx::PgPool;
+
+    /// Empties the saída and leaves `n` leased rows in it (ids 1..=n), each with lease token 7.
+    pub(crate) async fn so_arrendadas(pool: &PgPool, n: i64) {
+        sqlx::query("DELETE FROM mensageria_saida")
+            .execute(pool)
+            .await
+            .expect("empty the saída");
+        sqlx::query(
+            "INSERT INTO mensageria_saida (id, id_mensagem, tipo, payload, lease_dono, \
+             lease_ate, lease_token) OVERRIDING SYSTEM VALUE \
+             SELECT i, gen_random_uuid(), 't', '{}', 'eu', now() + interval '1 min', 7 \
+             FROM generate_series(1, $1) AS i",
+        )
+        .bind(n)
+        .execute(pool)
+        .await
+        .expect("leased rows");
+    }
+
+    /// Another transaction holds row `id`'s lock until the returned transaction ends.
+    pub(crate) async fn travar(
+        pool: &PgPool,
+        id: i64,
+    ) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = pool.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM mensageria_saida WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .expect("lock the row");
+        tx
+    }
+}

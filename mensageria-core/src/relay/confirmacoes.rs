@@ -133,36 +133,10 @@ impl Confirmacoes {
 mod testes {
     use std::time::Duration;
 
-    use sqlx::PgPool;
-
     use super::*;
     use crate::banco::interno::BancoInterno;
+    use crate::banco::postgres::para_testes::{so_arrendadas, travar};
     use crate::teste::PgIsolado;
-
-    /// `n` leased rows of the saída (ids 1..=n), each with the lease token 7.
-    async fn em_voo(pool: &PgPool, n: i64) {
-        sqlx::query(
-            "INSERT INTO mensageria_saida (id, id_mensagem, tipo, payload, lease_dono, \
-             lease_ate, lease_token) OVERRIDING SYSTEM VALUE \
-             SELECT i, gen_random_uuid(), 't', '{}', 'eu', now() + interval '1 min', 7 \
-             FROM generate_series(1, $1) AS i",
-        )
-        .bind(n)
-        .execute(pool)
-        .await
-        .expect("leased rows");
-    }
-
-    /// Another transaction holds row `id`'s lock until the returned transaction ends.
-    async fn travar(pool: &PgPool, id: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
-        let mut tx = pool.begin().await.expect("begin");
-        sqlx::query("SELECT 1 FROM mensageria_saida WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .expect("lock the row");
-        tx
-    }
 
     /// The delivery whose ack started the run of batches is cancelled while its batch waits
     /// for the database: the acks queued behind it still run and get their answer (before,
@@ -171,7 +145,7 @@ mod testes {
     async fn uma_entrega_cancelada_nao_leva_as_confirmacoes_do_lote() {
         let isolado = PgIsolado::novo().await.expect("schema");
         let pool = isolado.pool().clone();
-        em_voo(&pool, 3).await;
+        so_arrendadas(&pool, 3).await;
         let trava = travar(&pool, 1).await;
         let confirmacoes = Arc::new(Confirmacoes::default());
         let confirmar = |id: i64| {
@@ -202,7 +176,7 @@ mod testes {
     async fn uma_renovacao_presa_nao_segura_as_confirmacoes() {
         let isolado = PgIsolado::novo().await.expect("schema");
         let pool = isolado.pool().clone();
-        em_voo(&pool, 3).await;
+        so_arrendadas(&pool, 3).await;
         let trava = travar(&pool, 1).await;
         let confirmacoes = Arc::new(Confirmacoes::default());
         let renovacao = tokio::spawn({
@@ -238,11 +212,7 @@ mod testes {
         let isolado = PgIsolado::novo().await.expect("schema");
         let pool = isolado.pool().clone();
         for rodada in 0..20 {
-            sqlx::query("DELETE FROM mensageria_saida")
-                .execute(&pool)
-                .await
-                .expect("empty the saída");
-            em_voo(&pool, 200).await;
+            so_arrendadas(&pool, 200).await;
             let crescente: Vec<(i64, i64)> = (1..=200).map(|id| (id, 7)).collect();
             let mut decrescente = crescente.clone();
             decrescente.reverse();
