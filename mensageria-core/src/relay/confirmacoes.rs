@@ -5,8 +5,8 @@
 //! Fencing is unchanged: the batch deletes each `(id, lease_token)` pair, and a delivery whose
 //! pair was not deleted (its lease moved on) learns so.
 //!
-//! An ack batch and the lease renewal ([`renovar`](Confirmacoes::renovar), every lease/4 for
-//! every delivery in flight) run side by side. Both lock many rows of the saída, and rows being
+//! An ack batch and the lease renewal (`instancia::vigiar`, every lease/4 for every delivery
+//! in flight) run side by side. Both lock many rows of the saída, and rows being
 //! acked are still in flight, so both statements lock their rows in one order, the primary
 //! key's (`SQL_CONFIRMAR`, `SQL_RENOVAR` in `banco/postgres.rs`): two statements that share rows
 //! wait for each other at the first shared row and never each hold a row the other waits for.
@@ -116,17 +116,6 @@ impl Confirmacoes {
             }
         }
     }
-
-    /// Renews the leases of `pares` for `lease_ms` (fenced by token; how many were renewed),
-    /// beside the ack batches.
-    pub(crate) async fn renovar<DB: Banco>(
-        &self,
-        pool: &Pool<DB>,
-        pares: &[(i64, i64)],
-        lease_ms: i64,
-    ) -> Result<u64, sqlx::Error> {
-        DB::renovar_leases(pool, pares, lease_ms).await
-    }
 }
 
 #[cfg(all(test, feature = "postgres", feature = "teste"))]
@@ -180,8 +169,11 @@ mod testes {
         let trava = travar(&pool, 1).await;
         let confirmacoes = Arc::new(Confirmacoes::default());
         let renovacao = tokio::spawn({
-            let (confirmacoes, pool) = (Arc::clone(&confirmacoes), pool.clone());
-            async move { confirmacoes.renovar(&pool, &[(1, 7), (2, 7)], 60_000).await }
+            let pool = pool.clone();
+            async move {
+                <sqlx::Postgres as BancoInterno>::renovar_leases(&pool, &[(1, 7), (2, 7)], 60_000)
+                    .await
+            }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let confirmacao =

@@ -26,7 +26,6 @@ use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
-use super::confirmacoes::Confirmacoes;
 use crate::banco::Banco;
 use crate::banco::{Batimento, Posse};
 
@@ -179,14 +178,13 @@ pub(crate) struct Vigia {
 }
 
 impl Vigia {
-    /// Starts renewing `leases` (beside the ack batches of `confirmacoes`) and beating the
-    /// heart of `instancia`.
+    /// Starts renewing `leases` (beside the ack batches: both lock rows in id order) and
+    /// beating the heart of `instancia`.
     pub(crate) fn iniciar<DB: Banco>(
         pool: Pool<DB>,
         config: Config,
         instancia: String,
         leases: Leases,
-        confirmacoes: Arc<Confirmacoes>,
         tomada: Tomada,
     ) -> Self {
         let parar = CancellationToken::new();
@@ -196,7 +194,6 @@ impl Vigia {
             config,
             instancia,
             leases,
-            confirmacoes,
             tomada,
             parar.clone(),
         ));
@@ -221,7 +218,6 @@ pub(crate) async fn vigiar<DB: Banco>(
     config: Config,
     instancia: String,
     leases: Leases,
-    confirmacoes: Arc<Confirmacoes>,
     mut tomada: Tomada,
     cancelar: CancellationToken,
 ) {
@@ -237,7 +233,7 @@ pub(crate) async fn vigiar<DB: Banco>(
         let renovacao = if pares.is_empty() {
             Ok(0)
         } else {
-            confirmacoes.renovar(&pool, &pares, lease_ms).await
+            DB::renovar_leases(&pool, &pares, lease_ms).await
         };
         let batimento = match tomada.nome.marca() {
             Some(marca) => DB::bater_instancia(&pool, &instancia, &config.app, marca).await,

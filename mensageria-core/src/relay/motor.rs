@@ -311,7 +311,6 @@ impl<DB: Banco> Motor<DB> {
             self.config.clone(),
             self.instancia.clone(),
             leases,
-            Arc::clone(&self.confirmacoes),
             tomada,
         );
         let mut escuta = JoinSet::new();
