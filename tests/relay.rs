@@ -281,11 +281,13 @@ nos_dois_bancos! {
         enfileirar(&db.pool, &aviso(1)).await.unwrap();
         let tipos = ["teste.aviso"];
         let pedido = |token, lease_ms| mensageria_core::teste::reivindicacao::Pedido { tipos: &tipos, pisos_ms: &[0], lote: 10, lease_ms, dono: "r", token, bloquear_apos_morta: true };
-        let primeiro = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(111, 50)).await.unwrap();
+        // A lease of 1 s: the claim just after it must fall inside it even on a loaded machine
+        // (50 ms failed with the suite running four tests at a time).
+        let primeiro = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(111, 1_000)).await.unwrap();
         assert_eq!(primeiro.len(), 1);
         // While the lease holds, nobody else can claim it.
         assert!(mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(222, 50)).await.unwrap().is_empty());
-        tokio::time::sleep(Duration::from_millis(120)).await;
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
         let segundo = mensageria_core::teste::reivindicacao::reivindicar(&db.pool, pedido(333, 60_000)).await.unwrap();
         assert_eq!(segundo.len(), 1, "an expired lease is claimable again");
         assert_eq!(segundo[0].tentativas, 2);

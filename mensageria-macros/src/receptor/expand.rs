@@ -67,7 +67,9 @@ pub(crate) fn gerar(args: &Args, modelo: &Modelo, funcao: &ItemFn) -> TokenStrea
                 type Evento = #payload;
                 const TIPO: &'static str = #tipo;
 
-                #[allow(unused_parens)]
+                // The key is written against the parameter as the user's fn declares it, by
+                // value: `chave_de(&evento)` is natural there, but `evento` is a reference here.
+                #[allow(unused_parens, clippy::needless_borrow)]
                 fn chave_natural(
                     #evento: &#payload,
                 ) -> ::core::result::Result<::mensageria_axum::__private::ChaveNatural, ::mensageria_axum::__private::ErroChave> {

@@ -20,4 +20,5 @@ async fn no_sqlite(_tx: &mut Transaction<'_, Sqlite>, evento: Evento) -> Result<
     Ok(())
 }
 
-fn main() {}
+#[test]
+fn compila() {}

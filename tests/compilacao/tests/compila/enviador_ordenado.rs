@@ -1,5 +1,5 @@
-// Ordered delivery: `ordem = <expr>` over the payload parameter (integers, strings, UUIDs,
-// a formatted key), and `enfileirar_ordenado` with the key at the call.
+//! Ordered delivery: `ordem = <expr>` over the payload parameter (integers, strings, UUIDs,
+//! a formatted key), and `enfileirar_ordenado` with the key at the call.
 use mensageria_core::{ContextoEnvio, FalhaEnvio, enviador};
 use serde::{Deserialize, Serialize};
 
@@ -40,11 +40,19 @@ async fn enviar_nota(nota: Nota, _ctx: &ContextoEnvio) -> Result<(), FalhaEnvio>
 async fn gravar(pool: &sqlx::PgPool) -> Result<(), mensageria_core::Erro> {
     let mut tx = pool.begin().await?;
     mensageria_core::enfileirar(&mut *tx, &PedidoCriado { pedido_id: 42 }).await?;
-    mensageria_core::enfileirar_ordenado(&mut *tx, &PedidoCancelado { pedido: "42".into() }, "pedido:42").await?;
+    mensageria_core::enfileirar_ordenado(
+        &mut *tx,
+        &PedidoCancelado {
+            pedido: "42".into(),
+        },
+        "pedido:42",
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }
 
-fn main() {
+#[test]
+fn compila() {
     let _ = gravar;
 }

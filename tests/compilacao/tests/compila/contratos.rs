@@ -1,6 +1,6 @@
-// Sharing a contracts crate's types: the sending app puts `#[enviador]` on them (the tipo comes
-// from the type's `#[evento]`, or is written and agrees), enqueues them, and a receptor takes
-// them without a tipo too. A local `#[evento]` works the same way.
+//! Sharing a contracts crate's types: the sending app puts `#[enviador]` on them (the tipo comes
+//! from the type's `#[evento]`, or is written and agrees), enqueues them, and a receptor takes
+//! them without a tipo too. A local `#[evento]` works the same way.
 use contratos_exemplo::{PedidoCancelado, PedidoCriado};
 use mensageria_axum::{Rejeicao, receptor};
 use mensageria_core::{ContextoEnvio, Evento, FalhaEnvio, enviador, evento};
@@ -33,7 +33,13 @@ async fn receber_criado(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     evento: PedidoCriado,
 ) -> Result<(), Rejeicao> {
-    mensageria_core::enfileirar(&mut **tx, &Reservado { pedido: evento.pedido }).await?;
+    mensageria_core::enfileirar(
+        &mut **tx,
+        &Reservado {
+            pedido: evento.pedido,
+        },
+    )
+    .await?;
     Ok(())
 }
 
@@ -49,7 +55,10 @@ async fn receber_copia(
 
 async fn gravar(pool: &sqlx::SqlitePool) -> Result<(), mensageria_core::Erro> {
     let mut tx = pool.begin().await?;
-    let criado = PedidoCriado { pedido: 1, cliente: "ana".into() };
+    let criado = PedidoCriado {
+        pedido: 1,
+        cliente: "ana".into(),
+    };
     mensageria_core::enfileirar(&mut *tx, &criado).await?;
     mensageria_core::enfileirar(&mut *tx, &PedidoCancelado::PeloCliente { pedido: 1 }).await?;
     mensageria_core::Saida::new()
@@ -59,7 +68,8 @@ async fn gravar(pool: &sqlx::SqlitePool) -> Result<(), mensageria_core::Erro> {
     Ok(())
 }
 
-fn main() {
+#[test]
+fn compila() {
     assert_eq!(<Reservado as Evento>::TIPO, "estoque.reservado");
     assert_eq!(
         mensageria_core::Registro::global().tipos(),
@@ -67,6 +77,9 @@ fn main() {
     );
     use mensageria_axum::Receptor;
     assert_eq!(<ReceptorReceberCriado as Receptor>::TIPO, "pedido.criado");
-    assert_eq!(<ReceptorReceberCopia as Receptor>::TIPO, "pedido.criado-copia");
+    assert_eq!(
+        <ReceptorReceberCopia as Receptor>::TIPO,
+        "pedido.criado-copia"
+    );
     let _ = gravar;
 }

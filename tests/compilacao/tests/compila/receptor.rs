@@ -1,5 +1,5 @@
-// The shapes `#[receptor]` accepts: one field, a tuple, a call, a version, SQLite; the user's
-// function stays callable and a typed route composes with the user's own state.
+//! The shapes `#[receptor]` accepts: one field, a tuple, a call, a version, SQLite; the user's
+//! function stays callable and a typed route composes with the user's own state.
 use axum::extract::FromRef;
 use mensageria_axum::{Estado, Rejeicao, receptor, rota};
 use mensageria_core::sqlx::{Postgres, Sqlite, Transaction};
@@ -22,13 +22,22 @@ fn chave_de(e: &Encerramento) -> String {
 }
 
 #[receptor(tipo = "mdfe.encerramento", chave_natural = (evento.cnpj, evento.chave_mdfe))]
-pub async fn encerrar(tx: &mut Transaction<'_, Postgres>, evento: Encerramento) -> Result<(), Rejeicao> {
-    sqlx::query("SELECT $1").bind(evento.cnpj).execute(&mut **tx).await?;
+pub async fn encerrar(
+    tx: &mut Transaction<'_, Postgres>,
+    evento: Encerramento,
+) -> Result<(), Rejeicao> {
+    sqlx::query("SELECT $1")
+        .bind(evento.cnpj)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
 #[receptor(tipo = "mdfe.encerramento-chamada", chave_natural = chave_de(&evento))]
-async fn por_chamada(_tx: &mut Transaction<'_, Postgres>, evento: Encerramento) -> Result<(), Rejeicao> {
+async fn por_chamada(
+    _tx: &mut Transaction<'_, Postgres>,
+    evento: Encerramento,
+) -> Result<(), Rejeicao> {
     let _ = evento.chave_mdfe;
     Ok(())
 }
@@ -52,17 +61,27 @@ impl FromRef<MeuEstado> for Estado<Postgres> {
     }
 }
 
-fn main() {
+#[test]
+fn compila() {
     // Generated unit structs, one per receptor.
     let _ = (ReceptorEncerrar, ReceptorPorChamada, ReceptorMudou);
     // A typed route in the user's own router, with the user's own state.
-    let _rotas: axum::Router<MeuEstado> =
-        axum::Router::new().route("/eventos/encerramento", rota::<ReceptorEncerrar, MeuEstado>());
+    let _rotas: axum::Router<MeuEstado> = axum::Router::new().route(
+        "/eventos/encerramento",
+        rota::<ReceptorEncerrar, MeuEstado>(),
+    );
     // The user's function is still an ordinary async fn.
     let _futuro = async {
         let pool = sqlx::PgPool::connect_lazy("postgres://x").unwrap();
         let mut tx = pool.begin().await.unwrap();
-        encerrar(&mut tx, Encerramento { cnpj: "1".into(), chave_mdfe: "2".into() }).await
+        encerrar(
+            &mut tx,
+            Encerramento {
+                cnpj: "1".into(),
+                chave_mdfe: "2".into(),
+            },
+        )
+        .await
     };
 }
 
