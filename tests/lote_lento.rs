@@ -7,7 +7,9 @@
 //!
 //! Real PostgreSQL (the receptor's effect and the saída), the real `mensageria_axum` router
 //! served by `servir` on 127.0.0.1, behind a layer that counts the events that reach it (one
-//! per single request, the envelope's events per batch request).
+//! per single request, the envelope's events per batch request) and are admitted: with 128
+//! requests at its 8 connections, the receptor answers `busy` to those that wait over a second
+//! for one (issue 36, backpressure), which the relay sends again later with fewer in flight.
 //!
 //! The receptor's pool has 8 connections (the harness' default): its transactions hold one each
 //! while the effect sleeps, so the receptor applies at most 8 events at a time, 32 per second,
@@ -18,7 +20,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -28,7 +30,7 @@ use mensageria_axum::{Config as ConfigReceptor, Rejeicao, receptor};
 use mensageria_core::relay::{Config, Relay};
 use mensageria_core::sqlx::{Postgres, Transaction};
 use mensageria_core::{ContextoEnvio, Destino, FalhaEnvio, enfileirar, enviador};
-use mensageria_testes::{PgIsolado, contar};
+use mensageria_testes::{PgIsolado, contar, cronometrar_dreno};
 use serde::{Deserialize, Serialize};
 
 const TOKEN: &str = "t0k-lento-de-teste";
@@ -71,40 +73,63 @@ async fn receber_um(_tx: &mut Transaction<'_, Postgres>, evento: LentoUm) -> Res
     Ok(())
 }
 
-/// What reached the receptor: every event of every request (message ids), and the requests.
+/// What reached the receptor and was admitted: every event of every request (message ids) but
+/// those answered `busy` (the pool had no connection for them: nothing was done, and the relay
+/// sends them again), the requests, and the busy answers.
 #[derive(Default)]
 struct Chegadas {
     ids: Vec<String>,
     pedidos: usize,
     lotes: usize,
+    ocupados: usize,
 }
 
 type Contagem = Arc<Mutex<Chegadas>>;
 
 /// Counts the events of each request: the `x-request-id` of a single request, the envelope's
-/// ids of a batch request.
+/// ids of a batch request; an event answered `busy` is not counted.
 async fn contar_eventos(State(contagem): State<Contagem>, pedido: Request, next: Next) -> Response {
     let (partes, corpo) = pedido.into_parts();
     let bytes = axum::body::to_bytes(corpo, 16 * 1024 * 1024)
         .await
         .expect("the request's body");
+    let lote = partes.uri.path().ends_with("/lote");
+    let id = partes
+        .headers
+        .get("x-request-id")
+        .map(|id| id.to_str().unwrap_or("").to_owned());
+    let envelope: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let resposta = next
+        .run(Request::from_parts(partes, Body::from(bytes)))
+        .await;
+    let (partes, corpo) = resposta.into_parts();
+    let resposta = axum::body::to_bytes(corpo, 16 * 1024 * 1024)
+        .await
+        .expect("the answer's body");
+    let respondido: serde_json::Value = serde_json::from_slice(&resposta).unwrap_or_default();
     {
         let mut contagem = contagem.lock().unwrap();
         contagem.pedidos += 1;
-        if partes.uri.path().ends_with("/lote") {
+        if lote {
             contagem.lotes += 1;
-            let envelope: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-            for evento in envelope["eventos"].as_array().into_iter().flatten() {
-                contagem
-                    .ids
-                    .push(evento["id"].as_str().unwrap_or("").to_owned());
+            let eventos = envelope["eventos"].as_array().into_iter().flatten();
+            let resultados = respondido["resultados"].as_array().into_iter().flatten();
+            for (evento, resultado) in eventos.zip(resultados) {
+                if resultado["resultado"] == "busy" {
+                    contagem.ocupados += 1;
+                } else {
+                    contagem
+                        .ids
+                        .push(evento["id"].as_str().unwrap_or("").to_owned());
+                }
             }
-        } else if let Some(id) = partes.headers.get("x-request-id") {
-            contagem.ids.push(id.to_str().unwrap_or("").to_owned());
+        } else if respondido["erro"] == "busy" {
+            contagem.ocupados += 1;
+        } else if let Some(id) = id {
+            contagem.ids.push(id);
         }
     }
-    next.run(Request::from_parts(partes, Body::from(bytes)))
-        .await
+    Response::from_parts(partes, Body::from(resposta))
 }
 
 /// How one drain went.
@@ -115,6 +140,7 @@ struct Dreno {
     distintas: usize,
     pedidos: usize,
     lotes: usize,
+    ocupados: usize,
 }
 
 /// Enqueues 300 events (of `lento.lote` or, `um_por_evento`, of `lento.um`, which a
@@ -148,18 +174,9 @@ async fn drenar(um_por_evento: bool) -> Dreno {
     if um_por_evento {
         destino = destino.com_lote_maximo(1);
     }
-    let inicio = Instant::now();
-    let relay = Relay::new(db.outro_pool(3).await, Config::new("lento"))
-        .recurso(destino)
-        .spawn()
-        .unwrap();
-    // Not `esperar_saida_vazia`: a slow drain is measured and reported, not cut at a limit.
+    let relay = Relay::new(db.outro_pool(3).await, Config::new("lento")).recurso(destino);
     let limite = Duration::from_secs(120);
-    while contar(&db.pool, "mensageria_saida").await > 0 && inicio.elapsed() < limite {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let segundos = inicio.elapsed().as_secs_f64();
-    relay.shutdown(Duration::from_secs(15)).await;
+    let segundos = cronometrar_dreno(&db.pool, relay, limite).await;
     servidor.abort();
     receptor.close().await;
     let dreno = {
@@ -170,6 +187,7 @@ async fn drenar(um_por_evento: bool) -> Dreno {
             distintas: contagem.ids.iter().collect::<HashSet<_>>().len(),
             pedidos: contagem.pedidos,
             lotes: contagem.lotes,
+            ocupados: contagem.ocupados,
         }
     };
     assert_eq!(
@@ -194,13 +212,14 @@ fn limite_de_dreno() -> f64 {
 fn conferir(dreno: &Dreno) {
     eprintln!(
         "{EVENTOS} events drained in {:.1} s (bound {:.1} s): {} deliveries of {} messages in {} \
-         requests, {} of them batches",
+         requests, {} of them batches; {} events answered busy",
         dreno.segundos,
         limite_de_dreno(),
         dreno.entregas,
         dreno.distintas,
         dreno.pedidos,
-        dreno.lotes
+        dreno.lotes,
+        dreno.ocupados
     );
     assert_eq!(dreno.distintas, EVENTOS as usize, "{dreno:?}");
     assert!(

@@ -250,7 +250,7 @@ nos_dois_bancos! {
     async fn retry_after_e_respeitado_e_tentativas_esgotadas_viram_mortas(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         let servidor = Servidor::iniciar().await;
-        servidor.responder(Resposta::Status(429, Some(2)));
+        servidor.responder(Resposta::Status(503, Some(2)));
         enfileirar(&db.pool, &aviso(1)).await.unwrap();
         let relay = Relay::new(db.pool.clone(), config("emissor").com_max_tentativas(2))
             .recurso(Destino::new(&servidor.url()).unwrap());
@@ -271,7 +271,36 @@ nos_dois_bancos! {
             .fetch_one(&db.pool)
             .await
             .unwrap();
-        assert!(erro.contains("gave up after 2 attempts") && erro.contains("429"), "{erro}");
+        assert!(erro.contains("gave up after 2 attempts") && erro.contains("503"), "{erro}");
+    }
+}
+
+nos_dois_bancos! {
+    // A 429 is the destination's overload, not the message's failure (issue 36): retried after
+    // its Retry-After without counting an attempt, so a rate limit never walks messages to the
+    // dead letters.
+    async fn um_429_espera_o_retry_after_sem_gastar_tentativa(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Status(429, Some(2)));
+        enfileirar(&db.pool, &aviso(1)).await.unwrap();
+        let relay = Relay::new(db.pool.clone(), config("emissor").com_max_tentativas(1))
+            .recurso(Destino::new(&servidor.url()).unwrap());
+        for _ in 0..3 {
+            let rodada = relay.rodada().await.unwrap();
+            assert_eq!((rodada.reagendadas, rodada.mortas), (1, 0), "{rodada:?}");
+            let espera_ms = espera_armazenada_ms(&db.pool).await;
+            assert!((1500.0..=2100.0).contains(&espera_ms), "next attempt in {espera_ms} ms");
+            sqlx::query("UPDATE mensageria_saida SET proxima_tentativa_em = criada_em")
+                .execute(&db.pool)
+                .await
+                .unwrap();
+        }
+        let tentativas: i64 = sqlx::query_scalar("SELECT CAST(tentativas AS BIGINT) FROM mensageria_saida")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(tentativas, 0, "three 429s cost no attempt");
     }
 }
 

@@ -44,6 +44,7 @@ pub struct Config {
     pub(crate) caminho_base: String,
     pub(crate) caminho_openapi: String,
     pub(crate) tempo_limite: Duration,
+    pub(crate) espera_por_conexao: Duration,
 }
 
 /// The SHA-256 of a bearer token, as configured tokens are kept and presented ones compared.
@@ -118,6 +119,7 @@ impl Config {
             caminho_base: "/m2m".to_owned(),
             caminho_openapi: "/m2m/openapi.json".to_owned(),
             tempo_limite: Duration::from_secs(30),
+            espera_por_conexao: Duration::from_secs(1),
         }
     }
 
@@ -163,6 +165,25 @@ impl Config {
     /// The longest one request may take (408 after it).
     pub fn com_tempo_limite(mut self, tempo: Duration) -> Self {
         self.tempo_limite = tempo;
+        self
+    }
+
+    /// How long a request waits for a connection of the pool before the receptor answers
+    /// `503 busy` (`Retry-After: 1`) with nothing applied: 1 s by default. A pool that has no
+    /// connection free for that long is overloaded, and the sender's relay answers a `busy` by
+    /// keeping fewer deliveries in flight; waiting for the pool's own acquire timeout (30 s by
+    /// default in sqlx) would outlive the relay's request timeout (10 s), and the relay would
+    /// send again what the receptor then applies anyway.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let config = mensageria_axum::Config::new("estoque", ["a-token-of-32-characters-or-more!"])
+    ///     .com_espera_por_conexao(Duration::from_millis(100));
+    /// # let _ = config;
+    /// ```
+    pub fn com_espera_por_conexao(mut self, espera: Duration) -> Self {
+        self.espera_por_conexao = espera;
         self
     }
 

@@ -56,6 +56,9 @@ casos! {
     Panico,
     /// 503: the database failed around the receptor.
     BancoIndisponivel,
+    /// 503: no database connection freed up in time (`Config::com_espera_por_conexao`): the
+    /// app is overloaded; nothing was read from the database, nothing applied.
+    Ocupado,
     /// 404: no receptor for this tipo (answered by the router, not by a receptor's route).
     TipoDesconhecido,
 }
@@ -83,7 +86,9 @@ impl Caso {
             Self::NaoJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::ChaveInvalida | Self::Rejeitado => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Panico => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Temporario | Self::BancoIndisponivel => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Temporario | Self::BancoIndisponivel | Self::Ocupado => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -103,6 +108,7 @@ impl Caso {
             Self::Temporario => "temporary",
             Self::Panico => "panic",
             Self::BancoIndisponivel => "database",
+            Self::Ocupado => "busy",
             Self::TipoDesconhecido => "unknown_tipo",
         }
     }
@@ -125,6 +131,7 @@ impl Caso {
             | Self::PayloadInvalido
             | Self::ChaveInvalida
             | Self::BancoIndisponivel
+            | Self::Ocupado
             | Self::TipoDesconhecido => None,
         }
     }
@@ -133,7 +140,9 @@ impl Caso {
     pub(crate) fn cabecalho(self) -> Option<Cabecalho> {
         match self {
             Self::NaoAutorizado => Some(Cabecalho::WwwAuthenticate),
-            Self::Temporario | Self::BancoIndisponivel => Some(Cabecalho::RetryAfter),
+            Self::Temporario | Self::BancoIndisponivel | Self::Ocupado => {
+                Some(Cabecalho::RetryAfter)
+            }
             _ => None,
         }
     }
@@ -186,6 +195,10 @@ impl Caso {
             Self::Panico => "the receptor panicked; nothing applied; retried",
             Self::BancoIndisponivel => {
                 "database unavailable; nothing applied; retried (honours Retry-After)"
+            }
+            Self::Ocupado => {
+                "overloaded: no database connection was free in time; nothing applied; retried \
+                 after Retry-After without counting an attempt, with fewer requests in flight"
             }
             Self::TipoDesconhecido => "any tipo this app has no receptor for",
         }
@@ -253,6 +266,8 @@ pub(crate) enum Desfecho {
     Panico,
     /// See [`Caso::BancoIndisponivel`].
     BancoIndisponivel,
+    /// See [`Caso::Ocupado`].
+    Ocupado,
     /// See [`Caso::TipoDesconhecido`].
     TipoDesconhecido {
         /// The tipo asked for, already stripped of control characters and cut short.
@@ -277,6 +292,7 @@ impl Desfecho {
             Self::Temporario { .. } => Caso::Temporario,
             Self::Panico => Caso::Panico,
             Self::BancoIndisponivel => Caso::BancoIndisponivel,
+            Self::Ocupado => Caso::Ocupado,
             Self::TipoDesconhecido { .. } => Caso::TipoDesconhecido,
         }
     }
@@ -333,6 +349,11 @@ impl Desfecho {
             | Self::Temporario { motivo, .. } => motivo.clone(),
             Self::Panico => "the receptor panicked; nothing was applied".to_owned(),
             Self::BancoIndisponivel => "database unavailable; retry later".to_owned(),
+            Self::Ocupado => {
+                "overloaded: no database connection was free in time; nothing applied; retry \
+                 later, with fewer requests in flight"
+                    .to_owned()
+            }
             Self::TipoDesconhecido { tipo } => {
                 format!("this app has no receptor for tipo `{tipo}`")
             }
@@ -344,7 +365,7 @@ impl Desfecho {
     fn valor_do_cabecalho(&self) -> Option<HeaderValue> {
         match self {
             Self::NaoAutorizado => Some(HeaderValue::from_static("Bearer")),
-            Self::BancoIndisponivel => Some(HeaderValue::from_static("1")),
+            Self::BancoIndisponivel | Self::Ocupado => Some(HeaderValue::from_static("1")),
             Self::Temporario { tentar_apos, .. } => {
                 tentar_apos.map(|espera| HeaderValue::from(espera.as_secs().max(1)))
             }
@@ -401,6 +422,7 @@ mod testes {
         let desfechos = [
             Desfecho::NaoAutorizado,
             Desfecho::BancoIndisponivel,
+            Desfecho::Ocupado,
             Desfecho::Temporario {
                 motivo: "x".into(),
                 tentar_apos: Some(Duration::from_millis(10)),

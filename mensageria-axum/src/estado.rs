@@ -6,12 +6,14 @@ use mensageria_core::Banco;
 use mensageria_core::sqlx::Pool;
 
 use crate::Config;
+use crate::admissao::Admissao;
 
 /// The receptores' state. Compose it into your own state with `FromRef` to mount receptores
 /// one by one with [`rota`](crate::rota).
 pub struct Estado<DB: Banco> {
     pub(crate) pool: Pool<DB>,
     pub(crate) config: Arc<Config>,
+    pub(crate) admissao: Arc<Admissao>,
 }
 
 impl<DB: Banco> Clone for Estado<DB> {
@@ -19,6 +21,7 @@ impl<DB: Banco> Clone for Estado<DB> {
         Self {
             pool: self.pool.clone(),
             config: Arc::clone(&self.config),
+            admissao: Arc::clone(&self.admissao),
         }
     }
 }
@@ -29,6 +32,7 @@ impl<DB: Banco> Estado<DB> {
         config.validar()?;
         Ok(Self {
             pool,
+            admissao: Arc::new(Admissao::new(config.espera_por_conexao)),
             config: Arc::new(config),
         })
     }

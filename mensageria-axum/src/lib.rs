@@ -77,6 +77,7 @@
 //! your own); any other payload is documented "schema not published", with no schema.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admissao;
 mod chave;
 mod cloudevents;
 mod config;

@@ -288,6 +288,7 @@ async fn responder<R: Receptor>(
         &estado.config.app,
         estado.config.limite_corpo,
         &eventos,
+        Some(&estado.admissao),
     )
     .instrument(span)
     .await;
@@ -335,7 +336,7 @@ fn resultado(id: Uuid, desfecho: &Desfecho) -> ResultadoDoEvento {
         Desfecho::Temporario { tentar_apos, .. } => {
             tentar_apos.map(|espera| espera.as_secs().max(1))
         }
-        Desfecho::BancoIndisponivel => Some(Duration::from_secs(1).as_secs()),
+        Desfecho::BancoIndisponivel | Desfecho::Ocupado => Some(Duration::from_secs(1).as_secs()),
         _ => None,
     };
     ResultadoDoEvento {

@@ -81,6 +81,16 @@ pub fn descrever() {
         "Temporary failures scheduled for another attempt (label tipo)"
     );
     describe_counter!(
+        "mensageria_overloaded_total",
+        Unit::Count,
+        "Deliveries the destination refused for overload (503 busy, 429): retried without counting an attempt, with fewer in flight (label tipo)"
+    );
+    describe_counter!(
+        "mensageria_receptor_busy_total",
+        Unit::Count,
+        "Requests a receptor answered 503 busy: no database connection free within Config::com_espera_por_conexao"
+    );
+    describe_counter!(
         "mensageria_dead_lettered_total",
         Unit::Count,
         "Messages moved to the dead letters (label tipo)"

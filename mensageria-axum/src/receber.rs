@@ -177,7 +177,7 @@ async fn aplicar<R: Receptor>(
     evento: R::Evento,
     correlacao_id: String,
 ) -> Result<Resultado, Desfecho> {
-    let tx = estado.pool.begin().await.map_err(indisponivel)?;
+    let tx = estado.admissao.abrir(&estado.pool).await?;
     aplicar_em::<R>(tx, recebida, evento, correlacao_id).await
 }
 

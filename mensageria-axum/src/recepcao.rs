@@ -24,6 +24,7 @@ use serde_json::value::RawValue;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::admissao::Admissao;
 use crate::desfecho::Desfecho;
 use crate::receber::{Resultado, aplicar_em, id_aceitavel, indisponivel};
 use crate::{Receptor, Rejeicao};
@@ -103,7 +104,7 @@ impl Veredito {
         } else {
             let tentar_apos = match desfecho {
                 Desfecho::Temporario { tentar_apos, .. } => *tentar_apos,
-                Desfecho::BancoIndisponivel => Some(Duration::from_secs(1)),
+                Desfecho::BancoIndisponivel | Desfecho::Ocupado => Some(Duration::from_secs(1)),
                 _ => None,
             };
             Self::Adiar {
@@ -158,7 +159,7 @@ pub async fn aplicar<R: Receptor>(
         tipo = R::TIPO,
         eventos = entradas.len()
     );
-    aplicar_lote::<R>(pool, app, LIMITE_PAYLOAD, entradas)
+    aplicar_lote::<R>(pool, app, LIMITE_PAYLOAD, entradas, None)
         .instrument(span)
         .await
         .iter()
@@ -320,12 +321,15 @@ struct Pronto<R: Receptor> {
 }
 
 /// The outcome of every event of the batch, in its order: the one receiving path, whatever the
-/// transport (the HTTP batch route, a broker consumer's fetched batch).
+/// transport (the HTTP batch route, a broker consumer's fetched batch). With `admissao`, a round
+/// that the exhausted pool does not admit is `busy` (with the rounds after it), instead of
+/// waiting for the pool's own acquire timeout.
 pub(crate) async fn aplicar_lote<R: Receptor>(
     pool: &Pool<R::Banco>,
     app: &str,
     limite_corpo: usize,
     eventos: &[Entrada<'_>],
+    admissao: Option<&Admissao>,
 ) -> Vec<Desfecho> {
     let mut desfechos: Vec<Option<Desfecho>> = eventos.iter().map(|_| None).collect();
     // Rounds: the n-th occurrence of a key goes in round n.
@@ -349,8 +353,18 @@ pub(crate) async fn aplicar_lote<R: Receptor>(
             }
         }
     }
+    let mut ocupado = false;
     for rodada in rodadas {
-        for (posicao, desfecho) in aplicar_rodada::<R>(pool, app, eventos, rodada).await {
+        let aplicados = if ocupado {
+            rodada
+                .iter()
+                .map(|p| (p.posicao, Desfecho::Ocupado))
+                .collect()
+        } else {
+            aplicar_rodada::<R>(pool, app, eventos, rodada, admissao).await
+        };
+        for (posicao, desfecho) in aplicados {
+            ocupado |= matches!(desfecho, Desfecho::Ocupado);
             desfechos[posicao] = Some(desfecho);
         }
     }
@@ -394,8 +408,9 @@ async fn aplicar_rodada<R: Receptor>(
     app: &str,
     eventos: &[Entrada<'_>],
     mut vivos: Vec<Pronto<R>>,
+    admissao: Option<&Admissao>,
 ) -> Vec<(usize, Desfecho)> {
-    match tentar_rodada::<R>(pool, app, eventos, &mut vivos).await {
+    match tentar_rodada::<R>(pool, app, eventos, &mut vivos, admissao).await {
         Tentativa::Commitada(novos) => vivos
             .iter()
             .zip(novos)
@@ -416,6 +431,10 @@ async fn aplicar_rodada<R: Receptor>(
         Tentativa::Banco => vivos
             .iter()
             .map(|pronto| (pronto.posicao, Desfecho::BancoIndisponivel))
+            .collect(),
+        Tentativa::Ocupado => vivos
+            .iter()
+            .map(|pronto| (pronto.posicao, Desfecho::Ocupado))
             .collect(),
     }
 }
@@ -448,6 +467,8 @@ enum Tentativa {
     },
     /// The database failed; everything was rolled back.
     Banco,
+    /// No connection of the pool within the wait: nothing was done.
+    Ocupado,
 }
 
 /// One round in one transaction: the dedup records of all its events in one statement, then
@@ -458,12 +479,22 @@ async fn tentar_rodada<R: Receptor>(
     app: &str,
     eventos: &[Entrada<'_>],
     vivos: &mut [Pronto<R>],
+    admissao: Option<&Admissao>,
 ) -> Tentativa {
     let recebidas: Vec<Recebida<'_>> = vivos
         .iter()
         .map(|pronto| recebida::<R>(app, eventos, pronto))
         .collect();
-    let (mut tx, novos) = match registrar_rodada(pool, &recebidas).await {
+    let aberta = match admissao {
+        Some(admissao) => admissao.abrir(pool).await,
+        None => pool.begin().await.map_err(crate::receber::indisponivel),
+    };
+    let tx = match aberta {
+        Ok(tx) => tx,
+        Err(Desfecho::Ocupado) => return Tentativa::Ocupado,
+        Err(_) => return Tentativa::Banco,
+    };
+    let (mut tx, novos) = match registrar_rodada(tx, &recebidas).await {
         Ok(registrada) => registrada,
         Err(falha) => return banco_falhou(falha),
     };
@@ -493,13 +524,12 @@ fn banco_falhou(falha: mensageria_core::sqlx::Error) -> Tentativa {
     Tentativa::Banco
 }
 
-/// Opens the round's transaction and writes the dedup records of all its events in one
-/// statement: the transaction, and for each event whether it is new.
+/// Writes the dedup records of all of a round's events in one statement, in the round's
+/// transaction: the transaction, and for each event whether it is new.
 async fn registrar_rodada<DB: mensageria_core::Banco>(
-    pool: &Pool<DB>,
+    mut tx: Transaction<'static, DB>,
     recebidas: &[Recebida<'_>],
 ) -> Result<(Transaction<'static, DB>, Vec<bool>), mensageria_core::sqlx::Error> {
-    let mut tx = pool.begin().await?;
     let novos = operacoes::registrar_recebidas::<DB>(&mut *tx, recebidas).await?;
     Ok((tx, novos))
 }

@@ -39,7 +39,8 @@
 //! | 3xx | `Temporaria`, the reason naming the `Location` | retries: a redirect is a deployment state, never followed |
 //! | 400, 405, 410, 413, 414, 415, 422 | `Permanente` | dead-letters at once (the payload itself is refused) |
 //! | 401, 403, 404 | `Temporaria`, the reason saying to check the token (401, 403), or the URL and the receptor (404) | retries: during a deploy these are states, not poison |
-//! | 408, 429, 5xx, any other status, connection error, timeout | `Temporaria` (with `Retry-After` when sent) | retries with backoff |
+//! | 429; 503 with a receptor's `busy` body (no database connection in time) | `Sobrecarga` (with `Retry-After` when sent) | retries after `Retry-After` without counting an attempt, and keeps fewer of the tipo's deliveries in flight |
+//! | 408, 5xx, any other status, connection error, timeout | `Temporaria` (with `Retry-After` when sent) | retries with backoff |
 //!
 //! The reason (`motivo`) names the URL (without credentials) and the status, quotes what came
 //! back (its content type and at most 300 characters of its body, control characters escaped,
@@ -138,7 +139,7 @@ use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::configuracao::ErroConfiguracao;
 use crate::enviador::{ContextoEnvio, FalhaEnvio};
@@ -386,7 +387,7 @@ impl Destino {
             "POST {exibida} answered {status} {}",
             descrever_corpo(&corpo, &tipo_conteudo)
         );
-        Err(classificar(status, motivo, tentar_apos))
+        Err(classificar(status, motivo, tentar_apos, &corpo))
     }
 
     /// `{base}{caminho}`, keeping the base's path prefix and query.
@@ -556,8 +557,21 @@ fn texto_sem_credenciais(texto: &str) -> String {
 }
 
 /// What a non-2xx status means for the relay.
-fn classificar(status: StatusCode, motivo: String, tentar_apos: Option<Duration>) -> FalhaEnvio {
+fn classificar(
+    status: StatusCode,
+    motivo: String,
+    tentar_apos: Option<Duration>,
+    corpo: &[u8],
+) -> FalhaEnvio {
     match status.as_u16() {
+        429 => FalhaEnvio::Sobrecarga {
+            motivo,
+            tentar_apos,
+        },
+        503 if ocupado(corpo) => FalhaEnvio::Sobrecarga {
+            motivo,
+            tentar_apos,
+        },
         400 | 405 | 410 | 413 | 414 | 415 | 422 => FalhaEnvio::Permanente { motivo },
         401 | 403 => FalhaEnvio::Temporaria {
             motivo: format!(
@@ -580,6 +594,15 @@ fn classificar(status: StatusCode, motivo: String, tentar_apos: Option<Duration>
     }
 }
 
+/// A receptor's `503` whose body says `busy`: it had no database connection in time.
+fn ocupado(corpo: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Erro<'a> {
+        erro: &'a str,
+    }
+    serde_json::from_slice::<Erro<'_>>(corpo).is_ok_and(|e| e.erro == "busy")
+}
+
 #[cfg(test)]
 mod testes {
     use super::*;
@@ -588,7 +611,7 @@ mod testes {
     fn status_viram_a_acao_certa() {
         let permanente = |s: u16| {
             matches!(
-                classificar(StatusCode::from_u16(s).unwrap(), String::new(), None),
+                classificar(StatusCode::from_u16(s).unwrap(), String::new(), None, b""),
                 FalhaEnvio::Permanente { .. }
             )
         };

@@ -99,7 +99,7 @@ pub trait Enviador<Por>: Serialize + DeserializeOwned + Send + Sync + 'static {
 }
 
 /// Why a send did not succeed, which tells the relay what to do next.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 #[doc(alias("SendError", "delivery failure"))]
 pub enum FalhaEnvio {
@@ -119,6 +119,17 @@ pub enum FalhaEnvio {
         /// What happened, for the logs and the dead letter.
         motivo: String,
     },
+    /// The destination is overloaded and said so before doing anything (a receptor's `503`
+    /// `busy`: no database connection freed up in time; any `429`). The relay retries after
+    /// `tentar_apos` (or its backoff base) without counting an attempt, and lowers how many
+    /// deliveries of the tipo it keeps in flight (see [`relay`](crate::relay#backpressure)).
+    #[error("destination overloaded, will retry: {motivo}")]
+    Sobrecarga {
+        /// What happened, for the logs and the row's last error.
+        motivo: String,
+        /// How long the destination asked us to wait (`Retry-After`), if it did.
+        tentar_apos: Option<Duration>,
+    },
 }
 
 impl FalhaEnvio {
@@ -134,6 +145,14 @@ impl FalhaEnvio {
     pub fn permanente(motivo: impl fmt::Display) -> Self {
         Self::Permanente {
             motivo: motivo.to_string(),
+        }
+    }
+
+    /// The destination is overloaded: retry later, with fewer deliveries in flight.
+    pub fn sobrecarga(motivo: impl fmt::Display) -> Self {
+        Self::Sobrecarga {
+            motivo: motivo.to_string(),
+            tentar_apos: None,
         }
     }
 }

@@ -174,6 +174,28 @@ where
     .await;
 }
 
+/// Starts `relay`, waits until the saída of `pool` is empty (polling every 20 ms) or `limite`
+/// passed, and shuts the relay down: the seconds the drain took. A slow drain is measured and
+/// reported here, not cut at a limit as [`esperar_saida_vazia`] does; the caller checks the saída.
+pub async fn cronometrar_dreno<DB: Sql + mensageria_core::Banco>(
+    pool: &sqlx::Pool<DB>,
+    relay: mensageria_core::relay::Relay<DB>,
+    limite: std::time::Duration,
+) -> f64
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let inicio = std::time::Instant::now();
+    let relay = relay.spawn().expect("start the relay");
+    while contar(pool, "mensageria_saida").await > 0 && inicio.elapsed() < limite {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let segundos = inicio.elapsed().as_secs_f64();
+    relay.shutdown(std::time::Duration::from_secs(15)).await;
+    segundos
+}
+
 /// Runs `sql` with `textos` as its text parameters (`$1`, `$2`, …), failing the test with
 /// `para_que` (what the statement is for) if it fails.
 pub async fn executar<DB: Sql>(pool: &sqlx::Pool<DB>, sql: String, textos: &[&str], para_que: &str)

@@ -45,6 +45,11 @@ const RESULTADOS: &[(Caso, &str)] = &[
         Caso::BancoIndisponivel,
         "the database failed (retry; see `retry_after_s`)",
     ),
+    (
+        Caso::Ocupado,
+        "no database connection was free in time: the app is overloaded (retry after \
+         `retry_after_s`, with fewer requests in flight)",
+    ),
 ];
 
 fn texto() -> ObjectBuilder {

@@ -393,23 +393,9 @@ impl Destino {
                 self.enviar_sozinhos(rota, lote).await;
             }
             Err(Recusa::OLote) => self.enviar_sozinhos(rota, lote).await,
-            Err(Recusa::Todos {
-                motivo,
-                tentar_apos,
-                permanente,
-            }) => {
+            Err(Recusa::Todos(falha)) => {
                 for pendente in lote {
-                    let falha = if permanente {
-                        FalhaEnvio::Permanente {
-                            motivo: motivo.clone(),
-                        }
-                    } else {
-                        FalhaEnvio::Temporaria {
-                            motivo: motivo.clone(),
-                            tentar_apos,
-                        }
-                    };
-                    let _ = pendente.resposta.send(Err(falha));
+                    let _ = pendente.resposta.send(Err(falha.clone()));
                 }
             }
         }
@@ -449,10 +435,10 @@ impl Destino {
                 })
                 .collect(),
         };
-        let corpo = serde_json::to_vec(&corpo).map_err(|erro| Recusa::Todos {
-            motivo: format!("the batch does not serialize: {erro}"),
-            tentar_apos: None,
-            permanente: false,
+        let corpo = serde_json::to_vec(&corpo).map_err(|erro| {
+            Recusa::Todos(FalhaEnvio::temporaria(format!(
+                "the batch does not serialize: {erro}"
+            )))
         })?;
         let tipo = lote[0].ctx.tipo();
         let mut pedido = self
@@ -466,15 +452,16 @@ impl Destino {
         if let Some(token) = &self.token {
             pedido = pedido.header(AUTHORIZATION, token.clone());
         }
-        let mut resposta = pedido.send().await.map_err(|erro| Recusa::Todos {
-            motivo: format!("POST {exibida} (batch) failed: {}", causas(erro)),
-            tentar_apos: None,
-            permanente: false,
+        let mut resposta = pedido.send().await.map_err(|erro| {
+            Recusa::Todos(FalhaEnvio::temporaria(format!(
+                "POST {exibida} (batch) failed: {}",
+                causas(erro)
+            )))
         })?;
         let status = resposta.status();
         let espera = tentar_apos(&resposta);
         if let Err(falha) = recusar_redirecionamento(&resposta, url, exibida, espera) {
-            return Err(Recusa::de(falha));
+            return Err(Recusa::Todos(falha));
         }
         match status.as_u16() {
             404 | 405 => return Err(Recusa::SemRota),
@@ -483,13 +470,14 @@ impl Destino {
         }
         let corpo = ler_limitado(&mut resposta, LIMITE_RESPOSTA_LOTE)
             .await
-            .map_err(|erro| Recusa::Todos {
-                motivo: format!(
-                    "POST {exibida} (batch) answered {status}, then its body failed: {}",
-                    causas(erro)
-                ),
-                tentar_apos: espera,
-                permanente: false,
+            .map_err(|erro| {
+                Recusa::Todos(FalhaEnvio::Temporaria {
+                    motivo: format!(
+                        "POST {exibida} (batch) answered {status}, then its body failed: {}",
+                        causas(erro)
+                    ),
+                    tentar_apos: espera,
+                })
             })?;
         if !status.is_success() {
             let tipo_conteudo = resposta
@@ -501,7 +489,7 @@ impl Destino {
                 "POST {exibida} (batch) answered {status} {}",
                 descrever_corpo(&corpo, &tipo_conteudo)
             );
-            return Err(Recusa::de(classificar(status, motivo, espera)));
+            return Err(Recusa::Todos(classificar(status, motivo, espera, &corpo)));
         }
         let resultados = serde_json::from_slice::<RespostaLote>(&corpo)
             .ok()
@@ -510,15 +498,14 @@ impl Destino {
                 r.len() == lote.len()
                     && r.iter().zip(lote).all(|(r, p)| r.id == p.ctx.id_mensagem())
             })
-            .ok_or_else(|| Recusa::Todos {
+            .ok_or_else(|| Recusa::Todos(FalhaEnvio::Temporaria {
                 motivo: format!(
                     "POST {exibida} (batch) answered {status} but not with an outcome for each \
                      event ({}); not a delivery, the rows stay. A proxy or gateway may be in the way",
                     citar(&corpo, 300)
                 ),
                 tentar_apos: espera,
-                permanente: false,
-            })?;
+            }))?;
         Ok(resultados.iter().map(|r| desfecho(r, exibida)).collect())
     }
 }
@@ -530,31 +517,7 @@ enum Recusa {
     /// The batch as such was refused (400, 413, 415, 422): send each event alone.
     OLote,
     /// The same failure for every event.
-    Todos {
-        motivo: String,
-        tentar_apos: Option<Duration>,
-        permanente: bool,
-    },
-}
-
-impl Recusa {
-    fn de(falha: FalhaEnvio) -> Self {
-        match falha {
-            FalhaEnvio::Permanente { motivo } => Recusa::Todos {
-                motivo,
-                tentar_apos: None,
-                permanente: true,
-            },
-            FalhaEnvio::Temporaria {
-                motivo,
-                tentar_apos,
-            } => Recusa::Todos {
-                motivo,
-                tentar_apos,
-                permanente: false,
-            },
-        }
-    }
+    Todos(FalhaEnvio),
 }
 
 /// What one event's outcome in a batch answer means for the relay.
@@ -575,6 +538,10 @@ fn desfecho(resultado: &ResultadoLote, exibida: &Url) -> Result<(), FalhaEnvio> 
         "invalid_payload" | "invalid_key" | "payload_too_large" | "rejected" => {
             Err(FalhaEnvio::Permanente { motivo: motivo() })
         }
+        "busy" => Err(FalhaEnvio::Sobrecarga {
+            motivo: motivo(),
+            tentar_apos: resultado.retry_after_s.map(Duration::from_secs),
+        }),
         _ => Err(FalhaEnvio::Temporaria {
             motivo: motivo(),
             tentar_apos: resultado.retry_after_s.map(Duration::from_secs),

@@ -13,6 +13,7 @@ use super::backoff::atraso;
 use super::circuito::Circuitos;
 use super::confirmacoes::Confirmacoes;
 use super::instancia::Leases;
+use super::vazao::{Vaga, Vazoes};
 use super::{Config, Rodada};
 use crate::banco::Banco;
 use crate::banco::Reivindicada;
@@ -130,6 +131,9 @@ pub(crate) struct Entrega<DB: Banco> {
     pub(crate) config: Config,
     pub(crate) recursos: Recursos,
     pub(crate) circuitos: Arc<Mutex<Circuitos>>,
+    /// This delivery's place among its tipo's deliveries in flight, held until it is dropped.
+    pub(crate) vaga: Vaga,
+    pub(crate) vazoes: Arc<Mutex<Vazoes>>,
     pub(crate) confirmacoes: Arc<Confirmacoes>,
     pub(crate) linha: Reivindicada,
     pub(crate) token: i64,
@@ -169,8 +173,18 @@ impl<DB: Banco> Entrega<DB> {
                 .lock()
                 .expect("circuit lock")
                 .aberto(&self.linha.tipo);
+            if !matches!(resultado, Err(FalhaEnvio::Sobrecarga { .. })) {
+                self.vazoes
+                    .lock()
+                    .expect("in-flight limits")
+                    .aceita(&self.linha.tipo);
+            }
             let desfecho = match resultado {
                 Ok(()) => self.entregue().await,
+                Err(FalhaEnvio::Sobrecarga {
+                    motivo,
+                    tentar_apos,
+                }) => self.sobrecarregado(&motivo, tentar_apos).await,
                 Err(FalhaEnvio::Permanente { motivo }) => {
                     self.circuito(false);
                     tracing::error!(
@@ -258,6 +272,36 @@ impl<DB: Banco> Entrega<DB> {
             retry_in_ms = espera.as_millis() as u64,
             "mensageria relay: probe failed; the destination is still down"
         );
+        self.reagendar(espera, motivo, false).await
+    }
+
+    /// The destination refused for overload before doing anything: fewer of the tipo's
+    /// deliveries in flight from now on, and a retry after its `Retry-After` (or the backoff
+    /// base) that gives the attempt back; a message past `idade_maxima` is dead-lettered. Neither the circuit (the destination answers) nor the
+    /// message (nothing is wrong with it) is blamed.
+    async fn sobrecarregado(&self, motivo: &str, tentar_apos: Option<Duration>) -> Desfecho {
+        let tipo = &self.linha.tipo;
+        let idade = Duration::from_millis(u64::try_from(self.linha.idade_ms).unwrap_or(0));
+        if idade >= self.config.idade_maxima {
+            let motivo = format!("gave up at {idade:?} old, the destination overloaded: {motivo}");
+            tracing::error!(error = %motivo, "mensageria relay: message moved to dead letters");
+            return self.matar(&motivo).await;
+        }
+        let corte = self.vazoes.lock().expect("in-flight limits").sobrecarga(
+            tipo,
+            self.vaga.iniciada,
+            Instant::now(),
+        );
+        if let Some(limite) = corte {
+            tracing::warn!(
+                error = %motivo,
+                in_flight_limit = limite,
+                "mensageria relay: the destination is overloaded; fewer deliveries of this tipo \
+                 in flight"
+            );
+        }
+        metrics::counter!("mensageria_overloaded_total", "tipo" => tipo.clone()).increment(1);
+        let espera = tentar_apos.unwrap_or(self.config.backoff_base);
         self.reagendar(espera, motivo, false).await
     }
 

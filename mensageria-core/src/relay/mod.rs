@@ -24,7 +24,18 @@
 //! 3. Settle, each `WHERE lease_token = ours` (a late answer after the lease expired and another
 //!    relay reclaimed the row changes nothing): delivered → delete; `FalhaEnvio::Permanente` →
 //!    dead letter; `FalhaEnvio::Temporaria`, timeout or panic → retry after backoff, or dead
-//!    letter past `max_tentativas`/`idade_maxima`.
+//!    letter past `max_tentativas`/`idade_maxima`; `FalhaEnvio::Sobrecarga` → retry after the
+//!    destination's `Retry-After`, the attempt not counted (see below).
+//!
+//! # Backpressure
+//!
+//! Each tipo may have up to `concorrencia` deliveries in flight while its destination keeps up.
+//! A destination that refuses for overload before doing anything (a mensageria receptor with no
+//! database connection free within its wait answers `503` `busy`; any `429`) makes the relay
+//! cut the tipo's limit to 0.7 of itself, once per round (a refusal of a delivery sent before
+//! the last cut is the same signal), and every other answer raise it by about one per round of
+//! deliveries, back up to `concorrencia`: additive increase, multiplicative decrease. Claims take no more rows
+//! of a tipo than its room. Metric: `mensageria_overloaded_total{tipo}`.
 //!
 //! A relay killed at any point loses nothing: a leased row becomes due again when its lease
 //! ends (6 s by default; the lease of a delivery still running is renewed every quarter of it),
@@ -47,6 +58,7 @@ mod instancia;
 mod motor;
 #[cfg(feature = "postgres")]
 pub mod notificacoes;
+mod vazao;
 
 use std::sync::LazyLock;
 use std::time::Duration;

@@ -17,6 +17,7 @@ use super::circuito::{Circuitos, Permissao};
 use super::confirmacoes::Confirmacoes;
 use super::entrega::{EmVoo, Entrega};
 use super::instancia::{Leases, Nome, Tomada, Vigia};
+use super::vazao::{Vaga, Vazoes};
 use super::{ACORDAR, Config, Modo, Rodada};
 use crate::banco::Banco;
 use crate::banco::{Pedido, Reivindicada};
@@ -34,6 +35,8 @@ pub(crate) struct Motor<DB: Banco> {
     /// Whether this process holds that name (a live process under the same name keeps it).
     nome: Nome,
     circuitos: Arc<Mutex<Circuitos>>,
+    /// Each tipo's deliveries in flight and how many it may have (backpressure).
+    vazoes: Arc<Mutex<Vazoes>>,
     confirmacoes: Arc<Confirmacoes>,
     /// A backlog measurement for the gauges is running.
     medindo: Arc<AtomicBool>,
@@ -121,6 +124,7 @@ impl Pisos {
 impl<DB: Banco> Motor<DB> {
     pub(crate) fn new(pool: Pool<DB>, config: Config, recursos: Recursos) -> Self {
         let circuitos = Arc::new(Mutex::new(Circuitos::new(config.circuito)));
+        let vazoes = Arc::new(Mutex::new(Vazoes::new(config.concorrencia)));
         Self {
             pool,
             instancia: config.id_da_instancia(),
@@ -129,6 +133,7 @@ impl<DB: Banco> Motor<DB> {
             recursos,
             prazo_ms: Arc::new(AtomicU64::new(10_000)),
             circuitos,
+            vazoes,
             confirmacoes: Arc::default(),
             medindo: Arc::default(),
             giro: AtomicUsize::new(0),
@@ -198,14 +203,48 @@ impl<DB: Banco> Motor<DB> {
             }
             linhas.extend(achadas);
         }
-        if !livres.is_empty() && linhas.len() < limite {
-            let inicio = Instant::now();
-            let pisos = self.pisos_de(&livres, agora);
-            let pedido = self.pedido(&livres, &pisos, limite - linhas.len(), token);
-            linhas.extend(DB::reivindicar(&self.pool, pedido).await?);
-            metrics::histogram!("mensageria_claim_seconds").record(inicio.elapsed().as_secs_f64());
+        // Backpressure: a tipo with less room than the claim's size (its destination said it
+        // is overloaded) is claimed alone, for its room; the others together.
+        let (soltos, apertados) = {
+            let vazoes = self.vazoes.lock().expect("in-flight limits");
+            let mut soltos = Vec::new();
+            let mut apertados = Vec::new();
+            for tipo in livres {
+                match vazoes.folga(tipo) {
+                    0 => {}
+                    folga if folga < limite => apertados.push((tipo, folga)),
+                    _ => soltos.push(tipo),
+                }
+            }
+            (soltos, apertados)
+        };
+        for (tipo, folga) in apertados {
+            if linhas.len() >= limite {
+                break;
+            }
+            let lote = folga.min(limite - linhas.len());
+            linhas.extend(self.reivindicar_de(&[tipo], lote, token, agora).await?);
+        }
+        if !soltos.is_empty() && linhas.len() < limite {
+            let lote = limite - linhas.len();
+            linhas.extend(self.reivindicar_de(&soltos, lote, token, agora).await?);
         }
         self.avancar_pisos(&linhas);
+        Ok(linhas)
+    }
+
+    /// Claims up to `lote` due rows of `tipos` from their keyset floors.
+    async fn reivindicar_de(
+        &self,
+        tipos: &[&'static str],
+        lote: usize,
+        token: i64,
+        agora: Instant,
+    ) -> Result<Vec<Reivindicada>, sqlx::Error> {
+        let inicio = Instant::now();
+        let pisos = self.pisos_de(tipos, agora);
+        let linhas = DB::reivindicar(&self.pool, self.pedido(tipos, &pisos, lote, token)).await?;
+        metrics::histogram!("mensageria_claim_seconds").record(inicio.elapsed().as_secs_f64());
         Ok(linhas)
     }
 
@@ -254,6 +293,8 @@ impl<DB: Banco> Motor<DB> {
             config: self.config.clone(),
             recursos: self.recursos.clone(),
             circuitos: Arc::clone(&self.circuitos),
+            vaga: Vaga::ocupar(&self.vazoes, &linha.tipo),
+            vazoes: Arc::clone(&self.vazoes),
             confirmacoes: Arc::clone(&self.confirmacoes),
             linha,
             token,
@@ -485,7 +526,7 @@ impl<DB: Banco> Motor<DB> {
     }
 
     /// Wait phase: nothing (more) to claim now; waits for a wake-up, a free slot (when none was
-    /// free), the next probe of an open circuit or the poll.
+    /// free, or a tipo is at its in-flight limit), the next probe of an open circuit or the poll.
     async fn esperar(
         &self,
         laco: &mut Laco,
@@ -501,11 +542,18 @@ impl<DB: Banco> Motor<DB> {
         if let Some(sonda) = self.circuitos.lock().expect("circuit lock").proxima_sonda() {
             espera = espera.min(sonda.saturating_duration_since(agora));
         }
+        // A tipo held at its in-flight limit (backpressure) waits for a delivery to end, as a
+        // relay with no free slot does.
+        let contido = self
+            .vazoes
+            .lock()
+            .expect("in-flight limits")
+            .algum_no_limite();
         let em_voo = &mut laco.em_voo;
         tokio::select! {
             _ = cancelar.cancelled() => {}
             _ = acordar, if self.config.acordar_no_processo => laco.olhadas.acordou(),
-            Some(_) = em_voo.proxima(), if !em_voo.is_empty() && livres == 0 => {}
+            Some(_) = em_voo.proxima(), if !em_voo.is_empty() && (livres == 0 || contido) => {}
             _ = sleep_until(agora + espera) => {}
         }
     }
