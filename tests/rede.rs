@@ -21,7 +21,8 @@
 //! (`soak_com_nemeses`) cycles through all six nemeses while two relays deliver
 //! `MENSAGERIA_TESTE_REDE_SOAK_MENSAGENS` events (2,000 in the suite, a million by hand), seeded by
 //! `MENSAGERIA_TESTE_REDE_SOAK_SEMENTE` (57). Each row goes to `target/tmp/rede/` with the
-//! processes' logs; `docs/FAULTS.md` gives the figures.
+//! processes' logs; `docs/FAULTS.md` gives the figures. `MENSAGERIA_REDE_MANTER=1` keeps each lab's
+//! directory (`/tmp/mrede-*`: every process's whole log, PostgreSQL's too) until the next run.
 
 #[path = "comum/evento_rede.rs"]
 mod evento_rede;

@@ -305,6 +305,44 @@ nos_dois_bancos! {
 }
 
 nos_dois_bancos! {
+    // The probe of an open circuit answered "overloaded" (429, a receptor's busy): the
+    // destination answers, so the circuit closes and the backpressure takes over. Before, the
+    // probe was never settled and the tipo was blocked for good (found by tests/rede.rs's
+    // receptor-partition row: 278 of 300 events stuck 90 s after the heal).
+    async fn sonda_respondida_com_sobrecarga_nao_prende_o_circuito(db) {
+        mensageria_core::migrar(&db.pool).await.unwrap();
+        let servidor = Servidor::iniciar().await;
+        servidor.responder(Resposta::Status(503, None));
+        for n in 0..20 {
+            enfileirar(&db.pool, &aviso(n)).await.unwrap();
+        }
+        let relay = Relay::new(db.pool.clone(), config("emissor").com_max_tentativas(1000))
+            .recurso(Destino::new(&servidor.url()).unwrap())
+            .spawn()
+            .unwrap();
+        let s = servidor.clone();
+        esperar_ate(Duration::from_secs(20), || {
+            let s = s.clone();
+            async move { s.recebidas().len() >= 20 }
+        })
+        .await;
+        // The circuit is open (20 failures); its next probe is refused for overload.
+        servidor.responder(Resposta::Status(429, Some(1)));
+        let antes = servidor.recebidas().len();
+        let s = servidor.clone();
+        esperar_ate(Duration::from_secs(20), || {
+            let s = s.clone();
+            async move { s.recebidas().len() > antes }
+        })
+        .await;
+        servidor.responder(Resposta::Ok);
+        esperar_saida_vazia(&db.pool, 20).await;
+        relay.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(servidor.aceitas_por_id().len(), 20);
+    }
+}
+
+nos_dois_bancos! {
     async fn lease_vencido_e_recuperado_cerca_o_ack_atrasado(db) {
         mensageria_core::migrar(&db.pool).await.unwrap();
         enfileirar(&db.pool, &aviso(1)).await.unwrap();

@@ -552,7 +552,10 @@ impl Drop for Lab {
         for ns in self.namespaces() {
             desmontar_namespace(&ns);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // MENSAGERIA_REDE_MANTER keeps the lab's directory (the processes' logs) for a look.
+        if std::env::var_os("MENSAGERIA_REDE_MANTER").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

@@ -277,10 +277,15 @@ impl<DB: Banco> Entrega<DB> {
 
     /// The destination refused for overload before doing anything: fewer of the tipo's
     /// deliveries in flight from now on, and a retry after its `Retry-After` (or the backoff
-    /// base) that gives the attempt back; a message past `idade_maxima` is dead-lettered. Neither the circuit (the destination answers) nor the
-    /// message (nothing is wrong with it) is blamed.
+    /// base) that gives the attempt back; a message past `idade_maxima` is dead-lettered.
+    /// Neither the circuit (the destination answers: a success there) nor the message (nothing
+    /// is wrong with it) is blamed.
     async fn sobrecarregado(&self, motivo: &str, tentar_apos: Option<Duration>) -> Desfecho {
         let tipo = &self.linha.tipo;
+        // For the circuit, an answer: the destination is up (a probe that got it closes the
+        // circuit; left unsettled, it blocked the tipo for good). Overload is the in-flight
+        // limit's business.
+        self.circuito(false);
         let idade = Duration::from_millis(u64::try_from(self.linha.idade_ms).unwrap_or(0));
         if idade >= self.config.idade_maxima {
             let motivo = format!("gave up at {idade:?} old, the destination overloaded: {motivo}");
