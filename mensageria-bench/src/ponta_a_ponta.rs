@@ -511,6 +511,7 @@ struct Serie {
     receptor_pg: Vec<f64>,
     receptor_fios: Vec<f64>,
     conexoes: Vec<f64>,
+    por_transacao: Vec<f64>,
 }
 
 impl Serie {
@@ -524,6 +525,18 @@ impl Serie {
         self.receptor_pg.push(r.partes.receptor_pg);
         self.receptor_fios.push(r.partes.receptor_fios);
         self.conexoes.push(r.conexoes);
+        self.por_transacao.push(r.por_transacao);
+    }
+
+    /// CPU per delivered event of every process (this one and PostgreSQL), repetition by
+    /// repetition, as a multiple of the baseline's CPU per transaction of the same repetition.
+    fn cpu_sobre_a_base(&self, base: &[f64]) -> Vec<f64> {
+        self.cpu_proprio
+            .iter()
+            .zip(&self.cpu_postgres)
+            .zip(base)
+            .map(|((proprio, postgres), base)| (proprio + postgres) / base)
+            .collect()
     }
 }
 
@@ -561,10 +574,15 @@ pub(crate) async fn vazao_de_ponta_a_ponta(
         (Perfil::SimplesH2, true),
     ];
     let mut bases = vec![];
+    let mut cpu_das_bases = vec![];
     let mut series: Vec<Serie> = variantes.iter().map(|_| Serie::default()).collect();
     for _ in 0..p.repeticoes {
         let pool = b.produtores.clone();
-        bases.push(vazao(PRODUTORES, p.duracao, move || insert_cru(pool.clone())).await);
+        let antes = Cpu::agora();
+        let base = vazao(PRODUTORES, p.duracao, move || insert_cru(pool.clone())).await;
+        let cpu = Cpu::agora().por(antes, base * p.duracao.as_secs_f64());
+        bases.push(base);
+        cpu_das_bases.push(cpu.proprio + cpu.postgres);
         for (serie, (perfil, drenar)) in series.iter_mut().zip(variantes) {
             serie.somar(b.rodada(perfil, p.duracao, drenar).await);
         }
@@ -574,6 +592,14 @@ pub(crate) async fn vazao_de_ponta_a_ponta(
         format!("raw single-row INSERT, {PRODUTORES} clients (baseline)"),
         bases,
         "tx/s",
+    );
+    rel.medir(
+        "end-to-end",
+        format!(
+            "CPU per transaction of the baseline, this process and PostgreSQL, {PRODUTORES} clients"
+        ),
+        cpu_das_bases.clone(),
+        "µs",
     );
     let mut pico = 0.0;
     let mut simples = 0.0;
@@ -618,6 +644,22 @@ pub(crate) async fn vazao_de_ponta_a_ponta(
                 _ => {}
             }
         }
+        if !perfil.simples() {
+            rel.medir(
+                "end-to-end",
+                format!("events per receiving transaction, {quando}, relay {nome}"),
+                std::mem::take(&mut serie.por_transacao),
+                "events",
+            );
+        }
+        rel.medir(
+            "end-to-end",
+            format!(
+                "CPU per event, every process / the baseline's CPU per transaction, {quando}, relay {nome}"
+            ),
+            serie.cpu_sobre_a_base(&cpu_das_bases),
+            "×",
+        );
         if perfil == Perfil::Ajustado {
             continue;
         }

@@ -124,7 +124,9 @@ impl Config {
     /// Rows claimed per round trip (default 128). A claim that comes back full is followed by
     /// another at once; one that comes back short is followed by a short pause (half as long as
     /// it took, at most 3 ms) so that, under a steady stream of enqueues, the rows that commit
-    /// meanwhile go together in the next claim instead of one claim per row.
+    /// meanwhile go together in the next claim instead of one claim per row. Draining a backlog
+    /// (claims that come back full), the next claim waits until half the deliveries in flight
+    /// are free (up to 20 ms), so that the rows of one claim leave in few full batch requests.
     pub fn com_lote(mut self, lote: usize) -> Self {
         self.lote = lote;
         self

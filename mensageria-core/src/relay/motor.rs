@@ -380,6 +380,9 @@ impl<DB: Banco> Motor<DB> {
             }
         }
         laco.em_voo.colher();
+        if laco.ritmo.cheia() {
+            self.juntar_vagas(&mut laco.em_voo, cancelar).await;
+        }
         self.renovar_registro(laco).await;
         let livres = if self.nome.tomado() {
             self.config.concorrencia.saturating_sub(laco.em_voo.len())
@@ -391,6 +394,24 @@ impl<DB: Banco> Motor<DB> {
             Depois::Esperar { reivindicadas } => {
                 self.esperar(laco, reivindicadas, livres, acordar, cancelar)
                     .await;
+            }
+        }
+    }
+
+    /// Draining a backlog (the last claim came back full), waits until half the deliveries in
+    /// flight are free (or the batch size, if smaller) before claiming again, at most
+    /// [`ESPERA_POR_VAGAS`]. Claiming whatever slots one answer freed kept the 128 in flight
+    /// split into batches of about 18 events, each a batch request and a receiving
+    /// transaction of its own; claims of half the room make batches of up to 64.
+    async fn juntar_vagas(&self, em_voo: &mut EmVoo, cancelar: &CancellationToken) {
+        let concorrencia = self.config.concorrencia;
+        let metade = (concorrencia / 2).min(self.config.lote).max(1);
+        let ate = Instant::now() + ESPERA_POR_VAGAS;
+        while !em_voo.is_empty() && concorrencia.saturating_sub(em_voo.len()) < metade {
+            tokio::select! {
+                _ = cancelar.cancelled() => return,
+                _ = em_voo.proxima() => {}
+                _ = sleep_until(ate) => return,
             }
         }
     }
@@ -698,14 +719,22 @@ const PAUSA_MAXIMA: Duration = Duration::from_millis(3);
 #[derive(Default)]
 struct Ritmo {
     proxima: Option<Instant>,
+    /// The last claim came back full (a backlog), not yet asked.
+    cheia: bool,
 }
 
 impl Ritmo {
     /// Records a claim that started at `inicio` and ended at `fim` with `linhas` rows of at
     /// most `lote`.
     fn reivindicou(&mut self, inicio: Instant, fim: Instant, linhas: usize, lote: usize) {
+        self.cheia = linhas > 0 && linhas == lote;
         self.proxima =
             (linhas > 0 && linhas < lote).then(|| fim + ((fim - inicio) / 2).min(PAUSA_MAXIMA));
+    }
+
+    /// Whether the last claim came back full (a backlog); asked once per claim.
+    fn cheia(&mut self) -> bool {
+        std::mem::take(&mut self.cheia)
     }
 
     /// When the next claim may run, if it has to wait.
@@ -713,6 +742,9 @@ impl Ritmo {
         self.proxima.take().filter(|quando| *quando > agora)
     }
 }
+
+/// The longest [`Motor::juntar_vagas`] waits for room before claiming what there is.
+const ESPERA_POR_VAGAS: Duration = Duration::from_millis(20);
 
 /// How long a claim may go unanswered before the relay says so: a database that is gone without
 /// a word (a silent partition, a host that froze) makes a statement hang until TCP gives up or
@@ -835,6 +867,22 @@ mod testes {
         // A pause already over does not wait.
         ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 5, 128);
         assert_eq!(ritmo.pausa(inicio + Duration::from_millis(10)), None);
+    }
+
+    #[test]
+    fn so_uma_reivindicacao_cheia_junta_vagas_e_uma_vez() {
+        let inicio = Instant::now();
+        let mut ritmo = Ritmo::default();
+        assert!(!ritmo.cheia(), "no claim yet");
+        // A claim as large as it could be (a backlog, even when few slots were free).
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 18, 18);
+        assert!(ritmo.cheia());
+        assert!(!ritmo.cheia(), "asked once per claim");
+        // A short claim (a steady stream, or the tail of a backlog) and an empty one do not.
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 5, 128);
+        assert!(!ritmo.cheia());
+        ritmo.reivindicou(inicio, inicio + Duration::from_millis(2), 0, 128);
+        assert!(!ritmo.cheia());
     }
 
     fn linha(tipo: &str, devida_em_ms: i64) -> Reivindicada {
