@@ -2,7 +2,7 @@
 //! measured in the same run, and every target of the performance issue is checked against it.
 //!
 //! ```text
-//! cargo run --release -p mensageria-bench -- --rapido     # ~5 min, smaller sizes
+//! cargo run --release -p mensageria-bench -- --rapido     # ~15 min (14 min 41 s on 2026-12-06), smaller sizes
 //! cargo run --release -p mensageria-bench                 # full sizes (1M-row history and backlog)
 //! ```
 //!
