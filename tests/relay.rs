@@ -40,6 +40,16 @@ fn config(app: &str) -> Config {
         .com_lease(Duration::from_secs(30))
 }
 
+/// Waits (up to 20 s) until `servidor` has received at least `n` requests.
+async fn esperar_recebidas(servidor: &Servidor, n: usize) {
+    let s = servidor.clone();
+    esperar_ate(Duration::from_secs(20), || {
+        let s = s.clone();
+        async move { s.recebidas().len() >= n }
+    })
+    .await;
+}
+
 const PENDENTES: &str = "SELECT count(*) FROM mensageria_saida";
 
 /// The stored next attempt (database clock) minus now, in milliseconds.
@@ -224,12 +234,7 @@ nos_dois_bancos! {
             .recurso(Destino::new(&servidor.url()).unwrap())
             .spawn()
             .unwrap();
-        let s = servidor.clone();
-        esperar_ate(Duration::from_secs(20), || {
-            let s = s.clone();
-            async move { s.recebidas().len() >= 20 }
-        })
-        .await;
+        esperar_recebidas(&servidor, 20).await;
         // The circuit keeps a down destination from a retry storm: in 1 s of outage the relay
         // sends at most a few rounds, not one request per message per backoff step.
         let antes = servidor.recebidas().len();
@@ -320,21 +325,11 @@ nos_dois_bancos! {
             .recurso(Destino::new(&servidor.url()).unwrap())
             .spawn()
             .unwrap();
-        let s = servidor.clone();
-        esperar_ate(Duration::from_secs(20), || {
-            let s = s.clone();
-            async move { s.recebidas().len() >= 20 }
-        })
-        .await;
+        esperar_recebidas(&servidor, 20).await;
         // The circuit is open (20 failures); its next probe is refused for overload.
         servidor.responder(Resposta::Status(429, Some(1)));
         let antes = servidor.recebidas().len();
-        let s = servidor.clone();
-        esperar_ate(Duration::from_secs(20), || {
-            let s = s.clone();
-            async move { s.recebidas().len() > antes }
-        })
-        .await;
+        esperar_recebidas(&servidor, antes + 1).await;
         servidor.responder(Resposta::Ok);
         esperar_saida_vazia(&db.pool, 20).await;
         relay.shutdown(Duration::from_secs(5)).await;
