@@ -103,11 +103,7 @@ async fn um_pool_esgotado_responde_ocupado_e_o_relay_recua_sem_duplicar() {
     )
     .unwrap()
     .layer(from_fn_with_state(Arc::clone(&contagem), ler_resposta));
-    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", ouvinte.local_addr().unwrap());
-    let servidor = tokio::spawn(std::future::IntoFuture::into_future(
-        mensageria_axum::servir(ouvinte, app),
-    ));
+    let (base, servidor) = mensageria_testes::servir_em_porta_livre(app).await;
 
     let mut tx = db.pool.begin().await.unwrap();
     for n in 0..EVENTOS {

@@ -154,11 +154,7 @@ async fn drenar(um_por_evento: bool) -> Dreno {
     let app = mensageria_axum::router(receptor.clone(), ConfigReceptor::new("receptor", [TOKEN]))
         .unwrap()
         .layer(from_fn_with_state(Arc::clone(&contagem), contar_eventos));
-    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", ouvinte.local_addr().unwrap());
-    let servidor = tokio::spawn(std::future::IntoFuture::into_future(
-        mensageria_axum::servir(ouvinte, app),
-    ));
+    let (base, servidor) = mensageria_testes::servir_em_porta_livre(app).await;
 
     let mut tx = db.pool.begin().await.unwrap();
     for n in 0..EVENTOS {

@@ -375,11 +375,7 @@ async fn receptor_lento(db: &PgIsolado) -> String {
             proximo.run(pedido).await
         },
     ));
-    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", ouvinte.local_addr().unwrap());
-    tokio::spawn(std::future::IntoFuture::into_future(
-        mensageria_axum::servir(ouvinte, app),
-    ));
+    let (url, _servidor) = mensageria_testes::servir_em_porta_livre(app).await;
     url
 }
 

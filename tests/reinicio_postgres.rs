@@ -87,11 +87,7 @@ async fn reinicio_do_postgres_nada_se_perde_e_a_entrega_volta_em_segundos() {
         mensageria_axum::Config::new("receptor", ["t0k-de-teste-1234"]),
     )
     .unwrap();
-    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", ouvinte.local_addr().unwrap());
-    tokio::spawn(std::future::IntoFuture::into_future(
-        mensageria_axum::servir(ouvinte, app),
-    ));
+    let (url, _servidor) = mensageria_testes::servir_em_porta_livre(app).await;
     let relay = Relay::new(db.outro_pool(4).await, Config::new("reinicio"))
         .recurso(Destino::new(&url).unwrap().com_token("t0k-de-teste-1234"))
         .spawn()

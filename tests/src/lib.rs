@@ -174,6 +174,19 @@ where
     .await;
 }
 
+/// Serves `app` with `mensageria_axum::servir` on a free port of 127.0.0.1: its base URL, and
+/// the server's task (abort it to stop serving).
+pub async fn servir_em_porta_livre(app: axum::Router) -> (String, tokio::task::AbortHandle) {
+    let ouvinte = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let base = format!("http://{}", ouvinte.local_addr().expect("its address"));
+    let servidor = tokio::spawn(std::future::IntoFuture::into_future(
+        mensageria_axum::servir(ouvinte, app),
+    ));
+    (base, servidor.abort_handle())
+}
+
 /// Starts `relay`, waits until the saída of `pool` is empty (polling every 20 ms) or `limite`
 /// passed, and shuts the relay down: the seconds the drain took. A slow drain is measured and
 /// reported here, not cut at a limit as [`esperar_saida_vazia`] does; the caller checks the saída.

@@ -13,7 +13,7 @@ use super::backoff::atraso;
 use super::circuito::Circuitos;
 use super::confirmacoes::Confirmacoes;
 use super::instancia::Leases;
-use super::vazao::{Vaga, Vazoes};
+use super::vazao::Vaga;
 use super::{Config, Rodada};
 use crate::banco::Banco;
 use crate::banco::Reivindicada;
@@ -133,7 +133,6 @@ pub(crate) struct Entrega<DB: Banco> {
     pub(crate) circuitos: Arc<Mutex<Circuitos>>,
     /// This delivery's place among its tipo's deliveries in flight, held until it is dropped.
     pub(crate) vaga: Vaga,
-    pub(crate) vazoes: Arc<Mutex<Vazoes>>,
     pub(crate) confirmacoes: Arc<Confirmacoes>,
     pub(crate) linha: Reivindicada,
     pub(crate) token: i64,
@@ -174,10 +173,7 @@ impl<DB: Banco> Entrega<DB> {
                 .expect("circuit lock")
                 .aberto(&self.linha.tipo);
             if !matches!(resultado, Err(FalhaEnvio::Sobrecarga { .. })) {
-                self.vazoes
-                    .lock()
-                    .expect("in-flight limits")
-                    .aceita(&self.linha.tipo);
+                self.vaga.aceita();
             }
             let desfecho = match resultado {
                 Ok(()) => self.entregue().await,
@@ -292,12 +288,7 @@ impl<DB: Banco> Entrega<DB> {
             tracing::error!(error = %motivo, "mensageria relay: message moved to dead letters");
             return self.matar(&motivo).await;
         }
-        let corte = self.vazoes.lock().expect("in-flight limits").sobrecarga(
-            tipo,
-            self.vaga.iniciada,
-            Instant::now(),
-        );
-        if let Some(limite) = corte {
+        if let Some(limite) = self.vaga.sobrecarga() {
             tracing::warn!(
                 error = %motivo,
                 in_flight_limit = limite,

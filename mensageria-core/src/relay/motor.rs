@@ -294,7 +294,6 @@ impl<DB: Banco> Motor<DB> {
             recursos: self.recursos.clone(),
             circuitos: Arc::clone(&self.circuitos),
             vaga: Vaga::ocupar(&self.vazoes, &linha.tipo),
-            vazoes: Arc::clone(&self.vazoes),
             confirmacoes: Arc::clone(&self.confirmacoes),
             linha,
             token,

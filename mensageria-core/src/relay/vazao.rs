@@ -116,7 +116,7 @@ pub(crate) struct Vaga {
     vazoes: Arc<Mutex<Vazoes>>,
     tipo: String,
     /// When it was claimed.
-    pub(crate) iniciada: Instant,
+    iniciada: Instant,
 }
 
 impl Vaga {
@@ -127,6 +127,27 @@ impl Vaga {
             tipo: tipo.to_owned(),
             iniciada: Instant::now(),
         }
+    }
+}
+
+impl Vaga {
+    /// The destination answered this delivery, and not with an overload: the tipo's limit
+    /// rises.
+    pub(crate) fn aceita(&self) {
+        self.vazoes
+            .lock()
+            .expect("in-flight limits")
+            .aceita(&self.tipo);
+    }
+
+    /// The destination refused this delivery for overload, now: the tipo's new limit, when
+    /// this answer cut it.
+    pub(crate) fn sobrecarga(&self) -> Option<usize> {
+        self.vazoes.lock().expect("in-flight limits").sobrecarga(
+            &self.tipo,
+            self.iniciada,
+            Instant::now(),
+        )
     }
 }
 
