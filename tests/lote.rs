@@ -492,6 +492,16 @@ async fn receptor_contado(
     pool: &sqlx::PgPool,
     so_unica: bool,
 ) -> (String, std::sync::Arc<Pedidos>) {
+    receptor_contado_com_portao(pool, so_unica, tokio::sync::watch::channel(true).1).await
+}
+
+/// [`receptor_contado`] whose batch route holds each request (after counting it) while
+/// `aberto` says false.
+async fn receptor_contado_com_portao(
+    pool: &sqlx::PgPool,
+    so_unica: bool,
+    aberto: tokio::sync::watch::Receiver<bool>,
+) -> (String, std::sync::Arc<Pedidos>) {
     use std::sync::atomic::Ordering::Relaxed;
     mensageria_core::migrar(pool).await.unwrap();
     sqlx::query(EFEITO).execute(pool).await.unwrap();
@@ -516,9 +526,11 @@ async fn receptor_contado(
     let app = app.layer(axum::middleware::from_fn(
         move |pedido: axum::extract::Request, proximo: axum::middleware::Next| {
             let contador = std::sync::Arc::clone(&contador);
+            let mut aberto = aberto.clone();
             async move {
                 if pedido.uri().path().ends_with("/lote") {
                     contador.lotes.fetch_add(1, Relaxed);
+                    let _ = aberto.wait_for(|aberto| *aberto).await;
                 } else {
                     contador.unicos.fetch_add(1, Relaxed);
                 }
@@ -588,6 +600,73 @@ async fn relay_agrupa_as_entregas_em_voo_num_lote() {
         antes + 1,
         "an idle route sends at once, alone"
     );
+    db.descartar().await;
+}
+
+/// Issue 36: with producers running, each claim's few rows left at once in a request of their
+/// own while earlier ones were still being applied, so a receptor got a request and a
+/// transaction for every 15–20 events. Now, while a batch request of the route is out, a new
+/// batch lingers for its answer and takes what starts meanwhile: three deliveries started one
+/// by one while a batch is held at the receptor leave together in the next batch request (they
+/// went alone, three single requests, before); an idle route still sends at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn com_um_lote_em_voo_o_seguinte_espera_a_resposta_e_junta_o_que_chega() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let db = mensageria_testes::PgIsolado::novo().await;
+    let (portao, aberto) = tokio::sync::watch::channel(true);
+    let (url, pedidos) = receptor_contado_com_portao(&db.pool, false, aberto).await;
+    let destino = mensageria_core::Destino::new(&url)
+        .unwrap()
+        .com_token("t0k-de-teste-1234");
+    let postar = move |chave: &str| {
+        let (destino, evento) = (
+            destino.clone(),
+            ItemEnviado {
+                chave: chave.to_owned(),
+            },
+        );
+        async move {
+            let ctx = mensageria_core::ContextoEnvio::new(uuid::Uuid::now_v7(), "teste.lote");
+            destino.postar(&evento, &ctx).await
+        }
+    };
+    // The route's probe, answered: batches open freely from here on.
+    let (a, b) = tokio::join!(postar("sonda-1"), postar("sonda-2"));
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(
+        (pedidos.unicos.load(Relaxed), pedidos.lotes.load(Relaxed)),
+        (0, 1)
+    );
+
+    portao.send_replace(false);
+    let reter = postar.clone();
+    let retido = tokio::spawn(async move {
+        let (a, b) = tokio::join!(reter("retido-1"), reter("retido-2"));
+        a.and(b)
+    });
+    mensageria_testes::esperar_ate(Duration::from_secs(5), || async {
+        pedidos.lotes.load(Relaxed) == 2
+    })
+    .await;
+    let mut seguintes = vec![];
+    for n in 0..3 {
+        seguintes.push(tokio::spawn(postar(&format!("seguinte-{n}"))));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    portao.send_replace(true);
+    retido.await.unwrap().unwrap();
+    for entrega in seguintes {
+        entrega.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        (pedidos.unicos.load(Relaxed), pedidos.lotes.load(Relaxed)),
+        (0, 3),
+        "(single, batch) requests: the three deliveries started while a batch was out should \
+         have left together in one batch request"
+    );
+    assert_eq!(mensageria_testes::contar(&db.pool, "efeito").await, 7);
     db.descartar().await;
 }
 

@@ -118,7 +118,12 @@ pub(crate) async fn maquina() -> String {
 
 /// Resident memory of this process, in KiB.
 pub(crate) fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    rss_kib_de("self")
+}
+
+/// Resident memory of process `pid` (or `self`), in KiB; 0 when it is gone.
+pub(crate) fn rss_kib_de(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|t| {
             t.lines()
@@ -179,7 +184,7 @@ impl Cpu {
 }
 
 /// utime + stime of `/proc/{pid}/stat`, in seconds (100 ticks a second on Linux x86_64).
-fn segundos_de_cpu(pid: &str) -> Option<f64> {
+pub(crate) fn segundos_de_cpu(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold spaces: count fields after the last `)`.
     let depois = &stat[stat.rfind(')')? + 1..];

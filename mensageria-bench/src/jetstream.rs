@@ -21,6 +21,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use crate::Parametros;
 use crate::ambiente::{Cpu, Pg};
 use crate::carga::{EventoBench, Passo, contar, esperar, evento, reservar, vazao};
+use crate::estatistica::mediana;
 use crate::ponta_a_ponta::{self, PRODUTORES, Perfil};
 use crate::relatorio::{Relatorio, fmt};
 
@@ -534,6 +535,12 @@ fn relatar_serie(rel: &mut Relatorio, v: Variante, serie: Serie) -> f64 {
         "events",
     );
     let cpu = |f: fn(&Cpu) -> f64| serie.cpu.iter().map(f).collect::<Vec<_>>();
+    rel.custo_por_evento(
+        format!("{nome} (JetStream section)"),
+        mediana(&cpu(|c| c.proprio)),
+        mediana(&cpu(|c| c.postgres)),
+        mediana(&cpu(|c| c.nats)),
+    );
     for (parte, valores) in [
         (
             "this process (producers, relay, receiver)",

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p mensageria-bench -- --rapido     # ~15 min (14 min 41 s on 2026-12-06), smaller sizes
+//!                                                         # (the report's Parameters line says how long)
 //! cargo run --release -p mensageria-bench                 # full sizes (1M-row history and backlog)
 //! ```
 //!
@@ -22,6 +23,7 @@ mod gravador;
 mod horizonte;
 mod jetstream;
 mod jetstream_cluster;
+mod memoria;
 mod ordenada;
 mod ponta_a_ponta;
 mod ponta_a_ponta_sqlite;
@@ -61,6 +63,15 @@ struct Args {
     /// (`--so`) never overwrites it by default and writes `target/benchmarks/<sections>.md`.
     #[arg(long)]
     saida: Option<std::path::PathBuf>,
+    /// Internal: run one part of the memory section (`memoria.rs`) as a process of its own.
+    #[arg(long, value_enum, hide = true)]
+    papel: Option<memoria::Papel>,
+    /// Internal, with `--papel`: the schema to work in.
+    #[arg(long, hide = true, requires = "papel")]
+    esquema: Option<String>,
+    /// Internal, with `--papel relay`: the receptor's base URL.
+    #[arg(long, hide = true, requires = "papel")]
+    url: Option<String>,
 }
 
 /// Where a run writes its report: `--saida`, else `BENCHMARKS.md` for a full run and
@@ -112,6 +123,9 @@ enum Secao {
     NatsCluster,
     /// The contracts check of 200 tipos beside reading their files (in `contratos.rs`).
     Contratos,
+    /// A receiving app and a relay, each a process of its own, over `--backlog` events: their
+    /// memory after the first tenth and at the end (in `memoria.rs`).
+    Memoria,
 }
 
 /// What limits the targets this machine misses, measured or reasoned from the figures (kept
@@ -136,6 +150,11 @@ pub(crate) struct Parametros {
 
 fn main() {
     let args = Args::parse();
+    if let Some(papel) = args.papel {
+        let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+        let esquema = args.esquema.expect("--esquema with --papel");
+        return runtime.block_on(memoria::rodar_papel(papel, esquema, args.url));
+    }
     let p = Parametros {
         repeticoes: args
             .repeticoes
@@ -168,6 +187,7 @@ fn main() {
             Secao::OrdemPontaAPonta,
             Secao::NatsCluster,
             Secao::Contratos,
+            Secao::Memoria,
         ]
     } else {
         args.so.clone()
@@ -180,48 +200,27 @@ fn main() {
         let maquina = ambiente::maquina().await;
         println!("{maquina}");
         let mut rel = relatorio::Relatorio::default();
-        if secoes.contains(&Secao::Enfileirar) {
-            enfileirar::medir(&mut rel, &p).await;
+        let comando = std::env::args().collect::<Vec<_>>().join(" ");
+        let comando = format!("cargo run --release -p mensageria-bench --{}", comando.split_once(' ').map_or(String::new(), |(_, resto)| format!(" {resto}")));
+        let parametros = format!(
+            "{} repetitions, {:.1} s per timed run, {} history rows, {} backlog rows",
+            p.repeticoes,
+            p.duracao.as_secs_f64(),
+            p.historico,
+            p.backlog
+        );
+        let inicio = std::time::Instant::now();
+        for (feitas, secao) in secoes.iter().enumerate() {
+            rodar_secao(*secao, &mut rel, &p).await;
+            // What a run cut short had measured so far (the report is written only at its end).
+            let andamento = std::path::Path::new("target/benchmarks/em-andamento.md");
+            let _ = std::fs::create_dir_all("target/benchmarks");
+            let _ = std::fs::write(
+                andamento,
+                rel.markdown(&maquina, &comando, &format!("{parametros}; in progress: {} of {} sections after {:.0} s", feitas + 1, secoes.len(), inicio.elapsed().as_secs_f64())),
+            );
         }
-        if secoes.contains(&Secao::PontaAPonta) {
-            let bancada = ponta_a_ponta::Bancada::montar().await;
-            let pico = ponta_a_ponta::vazao_de_ponta_a_ponta(&mut rel, &p, &bancada).await;
-            ponta_a_ponta::latencia(&mut rel, &p, &bancada, pico).await;
-            bancada.descartar().await;
-        }
-        if secoes.contains(&Secao::Receptor) {
-            receptor::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::Reivindicacao) {
-            reivindicacao::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::Queima) {
-            queima::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::Ordem) {
-            reivindicacao::medir_ordem(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::Nats) {
-            jetstream::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::Rastreamento) {
-            rastreamento::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::Horizonte) {
-            horizonte::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::PontaAPontaSqlite) {
-            ponta_a_ponta_sqlite::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::OrdemPontaAPonta) {
-            ordenada::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::NatsCluster) {
-            jetstream_cluster::medir(&mut rel, &p).await;
-        }
-        if secoes.contains(&Secao::Contratos) {
-            contratos::medir(&mut rel, &p).await;
-        }
+        let duracao = inicio.elapsed().as_secs_f64();
         rel.nota("Everything runs on one machine: PostgreSQL, the producers, the relay, the receptor and the load generator share its cores, so absolute rates are lower than on separate hosts; the ratios are what the targets check.");
         rel.nota("Enqueue overhead: TRUNCATE between repetitions keeps the saída from growing across runs; the relay is not running in that section.");
         rel.nota("End-to-end: one relay (pool of 8; library defaults: batch 128, 128 deliveries in flight; tuned: twice that) posts over HTTP/1.1 to a receptor (pool of 16) on the same PostgreSQL, the deliveries of one claim together in batch requests; the delivered rate counts every message produced in the timed run until the saída is empty, so a relay that falls behind pays for the backlog it leaves.");
@@ -232,14 +231,10 @@ fn main() {
         for limite in LIMITES {
             rel.nota(*limite);
         }
-        let comando = std::env::args().collect::<Vec<_>>().join(" ");
-        let comando = format!("cargo run --release -p mensageria-bench --{}", comando.split_once(' ').map_or(String::new(), |(_, resto)| format!(" {resto}")));
         let parametros = format!(
-            "{} repetitions, {:.1} s per timed run, {} history rows, {} backlog rows",
-            p.repeticoes,
-            p.duracao.as_secs_f64(),
-            p.historico,
-            p.backlog
+            "{parametros}; the run took {} min {:02.0} s",
+            (duracao / 60.0).floor(),
+            duracao % 60.0
         );
         let md = rel.markdown(&maquina, &comando, &parametros);
         let saida = destino(&args);
@@ -255,6 +250,31 @@ fn main() {
             );
         }
     });
+}
+
+/// Runs one section, its figures into `rel`.
+async fn rodar_secao(secao: Secao, rel: &mut relatorio::Relatorio, p: &Parametros) {
+    match secao {
+        Secao::Enfileirar => enfileirar::medir(rel, p).await,
+        Secao::PontaAPonta => {
+            let bancada = ponta_a_ponta::Bancada::montar().await;
+            let pico = ponta_a_ponta::vazao_de_ponta_a_ponta(rel, p, &bancada).await;
+            ponta_a_ponta::latencia(rel, p, &bancada, pico).await;
+            bancada.descartar().await;
+        }
+        Secao::Receptor => receptor::medir(rel, p).await,
+        Secao::Reivindicacao => reivindicacao::medir(rel, p).await,
+        Secao::Queima => queima::medir(rel, p).await,
+        Secao::Ordem => reivindicacao::medir_ordem(rel, p).await,
+        Secao::Nats => jetstream::medir(rel, p).await,
+        Secao::Rastreamento => rastreamento::medir(rel, p).await,
+        Secao::Horizonte => horizonte::medir(rel, p).await,
+        Secao::PontaAPontaSqlite => ponta_a_ponta_sqlite::medir(rel, p).await,
+        Secao::OrdemPontaAPonta => ordenada::medir(rel, p).await,
+        Secao::NatsCluster => jetstream_cluster::medir(rel, p).await,
+        Secao::Contratos => contratos::medir(rel, p).await,
+        Secao::Memoria => memoria::medir(rel, p).await,
+    }
 }
 
 #[cfg(test)]

@@ -18,11 +18,22 @@ struct Meta {
     atingida: bool,
 }
 
+/// One path's CPU per delivered event (medians over the repetitions), µs.
+struct CustoPorEvento {
+    caminho: String,
+    proprio: f64,
+    postgres: f64,
+    nats: f64,
+}
+
 #[derive(Default)]
 pub(crate) struct Relatorio {
     medidas: Vec<Medida>,
     metas: Vec<Meta>,
     notas: Vec<String>,
+    custos: Vec<CustoPorEvento>,
+    /// The baseline's CPU per transaction (section 2's raw INSERT), µs, when it ran.
+    custo_base: Option<f64>,
 }
 
 impl Relatorio {
@@ -71,6 +82,68 @@ impl Relatorio {
         });
     }
 
+    /// Records the baseline's CPU per transaction (µs) that the CPU table divides by.
+    pub(crate) fn custo_base(&mut self, us: f64) {
+        self.custo_base = Some(us);
+    }
+
+    /// Records one end-to-end path's CPU per delivered event (medians, µs): this process,
+    /// PostgreSQL, nats-server. The report lists every path in one table near its top.
+    pub(crate) fn custo_por_evento(
+        &mut self,
+        caminho: impl Into<String>,
+        proprio: f64,
+        postgres: f64,
+        nats: f64,
+    ) {
+        self.custos.push(CustoPorEvento {
+            caminho: caminho.into(),
+            proprio,
+            postgres,
+            nats,
+        });
+    }
+
+    /// The CPU table: every path's CPU per delivered event, split by process, over the
+    /// baseline's CPU per transaction.
+    fn tabela_de_custos(&self, md: &mut String) {
+        if self.custos.is_empty() {
+            return;
+        }
+        let _ = writeln!(md, "\n## CPU per delivered event\n");
+        let _ = writeln!(
+            md,
+            "User + system CPU of each process over the run (from /proc), divided by the events delivered; medians of the repetitions. The last column divides the whole by the CPU per transaction of section 2's baseline (a raw single-row INSERT, this process and PostgreSQL{}) in the same run: a change that saves work shows there even when the machine is busy.\n",
+            self.custo_base
+                .map_or(" — not run this time".to_owned(), |base| format!(
+                    ": {} µs",
+                    fmt(base)
+                ))
+        );
+        let _ = writeln!(
+            md,
+            "| path | this process (producers, relay, receiver) | PostgreSQL | nats-server | all | / baseline tx |\n|---|---:|---:|---:|---:|---:|"
+        );
+        for c in &self.custos {
+            let todo = c.proprio + c.postgres + c.nats;
+            let _ = writeln!(
+                md,
+                "| {} | {} µs | {} µs | {} | {} µs | {} |",
+                c.caminho,
+                fmt(c.proprio),
+                fmt(c.postgres),
+                if c.nats > 0.0 {
+                    format!("{} µs", fmt(c.nats))
+                } else {
+                    "–".into()
+                },
+                fmt(todo),
+                self.custo_base
+                    .map_or("–".to_owned(), |base| format!("{}×", fmt(todo / base)))
+            );
+        }
+    }
+
     /// A line of explanation for the report.
     pub(crate) fn nota(&mut self, nota: impl Into<String>) {
         self.notas.push(nota.into());
@@ -106,6 +179,7 @@ impl Relatorio {
                 if meta.atingida { "met" } else { "**missed**" }
             );
         }
+        self.tabela_de_custos(&mut md);
         let _ = writeln!(md, "\n## Measurements\n");
         let _ = writeln!(
             md,

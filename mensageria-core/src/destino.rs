@@ -63,9 +63,10 @@
 //! Deliveries of one tipo that are in flight at the same time leave together, in one request to
 //! the receptor's batch route (`POST {base}/m2m/{tipo}/lote`), and each gets its own outcome
 //! back (applied or duplicate: `Ok`; rejected, invalid payload or key: `Permanente`; the rest:
-//! `Temporaria`). Nothing waits to fill a batch: a delivery that finds its route idle leaves at
-//! once, alone, on the single route; the ones that start together leave together, up to the
-//! route's limit. That limit follows what the receptor takes: the events that fit a twentieth of
+//! `Temporaria`). A delivery that finds its route idle leaves at once, alone, on the single
+//! route; the ones that start together leave together, up to the route's limit; and while a
+//! batch request of the route is out, a new batch lingers until it is answered (at most 10 ms),
+//! so that what arrives meanwhile leaves in one request and one receiving transaction. That limit follows what the receptor takes: the events that fit a twentieth of
 //! the timeout (500 ms by default) at the pace of the route's last answer, from 2 for a route
 //! not yet measured, doubling at most per answer up to
 //! [`com_lote_maximo`](Destino::com_lote_maximo) (64), lowered at once by a slow answer or a

@@ -1,10 +1,11 @@
 //! Group commit over HTTP: the deliveries of one route that start together leave in one request
 //! to the receptor's batch route (`POST {url}/lote`), and each gets its own outcome back.
 //!
-//! Nothing waits to fill a batch, and no delivery waits for another request to come back. The
-//! first delivery of a route opens a batch and yields to the runtime a few times (microseconds,
-//! no timer): the deliveries the relay started in the same claim join it meanwhile. Then the
-//! batch closes: alone, its one event goes on the single route (as without batches: same
+//! The first delivery of a route opens a batch and yields to the runtime a few times
+//! (microseconds, no timer): the deliveries the relay started in the same claim join it
+//! meanwhile. If the route is busy (a batch request of it is out), the batch stays open until
+//! that request is answered, at most 10 ms ([`ocupacao`]): under load the events of the next
+//! claims join it too. An idle route never waits. Then the batch closes: alone, its one event goes on the single route (as without batches: same
 //! latency, same CloudEvents request); with company, all go in one request to the batch route,
 //! up to the route's current limit. At low rates every delivery goes alone; under load a claim
 //! of 128 due rows against a fast receptor becomes a request or two.
@@ -53,6 +54,7 @@ use super::{
 use crate::enviador::{ContextoEnvio, FalhaEnvio};
 
 mod limite;
+mod ocupacao;
 
 /// How much of a batch's answer is read.
 const LIMITE_RESPOSTA_LOTE: usize = 1024 * 1024;
@@ -78,6 +80,8 @@ pub(super) struct Agrupador {
     limites: limite::Limites,
     /// The receptor has no batch route: one request per event from now on.
     sem_rota_de_lote: AtomicBool,
+    /// The batch requests out on each route (a new batch lingers while there are enough).
+    ocupacoes: ocupacao::Ocupacoes,
 }
 
 /// How many times the opener of a batch yields before closing it.
@@ -94,6 +98,18 @@ struct Abertura {
 }
 
 impl Abertura {
+    /// Whether the batch still takes deliveries (a delivery that filled it closed it).
+    fn aberta(&self) -> bool {
+        self.destino.agrupador.as_ref().is_some_and(|agrupador| {
+            agrupador
+                .abertos
+                .lock()
+                .expect("open batches")
+                .get(&self.rota)
+                .is_some_and(|aberto| Arc::ptr_eq(aberto, &self.lote))
+        })
+    }
+
     /// Closes the batch to newcomers and takes what joined it.
     fn fechar(&self) -> Vec<Pendente> {
         if let Some(agrupador) = &self.destino.agrupador {
@@ -244,6 +260,8 @@ impl Destino {
             if juntos.len() + 1 >= limite {
                 drop(juntos);
                 abertos.remove(caminho);
+                // Its opener may be lingering for a busy route: full, it leaves now.
+                agrupador.ocupacoes.de(caminho).avisar();
             }
             return Entrada::Juntou(espera);
         }
@@ -280,6 +298,13 @@ impl Destino {
         };
         for _ in 0..CESSOES {
             tokio::task::yield_now().await;
+        }
+        if let (Some(agrupador), None) = (&self.agrupador, &abertura.sonda) {
+            // While the receptor is busy with earlier batches of this route, what arrives
+            // meanwhile joins this one (see `ocupacao`); a probe never waits.
+            let ate = tokio::time::Instant::now() + ocupacao::ESPERA_MAXIMA;
+            let ocupacao = agrupador.ocupacoes.de(caminho);
+            ocupacao.esperar_vez(ate, || abertura.aberta()).await;
         }
         let mut juntos = abertura.fechar();
         let sonda = abertura.sonda.take();
@@ -373,7 +398,12 @@ impl Destino {
         let url = self.url_de(&format!("{}/lote", rota.trim_end_matches('/')));
         let exibida = sem_credenciais(&url);
         let inicio = Instant::now();
+        let pedido = self
+            .agrupador
+            .as_ref()
+            .map(|a| a.ocupacoes.de(rota).pedido());
         let respostas = self.pedir_lote(&url, &exibida, &lote).await;
+        drop(pedido);
         if let (Err(Recusa::SemRota), Some(agrupador)) = (&respostas, &self.agrupador) {
             // Before the observation wakes the deliveries that waited for this answer.
             agrupador.sem_rota_de_lote.store(true, Ordering::Relaxed);
