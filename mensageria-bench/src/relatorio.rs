@@ -126,17 +126,21 @@ impl Relatorio {
         );
         for c in &self.custos {
             let todo = c.proprio + c.postgres + c.nats;
+            // A process the path does not use (nats-server over HTTP, PostgreSQL on SQLite).
+            let us = |v: f64| {
+                if v > 0.0 {
+                    format!("{} µs", fmt(v))
+                } else {
+                    "–".to_owned()
+                }
+            };
             let _ = writeln!(
                 md,
-                "| {} | {} µs | {} µs | {} | {} µs | {} |",
+                "| {} | {} µs | {} | {} | {} µs | {} |",
                 c.caminho,
                 fmt(c.proprio),
-                fmt(c.postgres),
-                if c.nats > 0.0 {
-                    format!("{} µs", fmt(c.nats))
-                } else {
-                    "–".into()
-                },
+                us(c.postgres),
+                us(c.nats),
                 fmt(todo),
                 self.custo_base
                     .map_or("–".to_owned(), |base| format!("{}×", fmt(todo / base)))

@@ -5,7 +5,10 @@
 //! to wait for. This task finds such keys every `intervalo` and applies their dead letters in
 //! process, in the key's order ([`mensageria_axum::recepcao::reaplicar_em_ordem`]), with a backoff
 //! per key, until they apply. A key whose first dead letter was refused for good (`rejected`,
-//! `gave_up`, `expired`) waits for an operator.
+//! `gave_up`, `expired`) waits for an operator: each round only looks whether its first dead
+//! letter is still the same one (one index probe), so a discard or a replay takes effect at the
+//! next round (it waited 30 s: a key held behind a dead letter discarded just after a round saw
+//! it stayed held that long).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,9 +18,21 @@ use mensageria_core::operacoes;
 use mensageria_core::sqlx::Pool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-/// How long a key whose first dead letter waits for an operator is left alone.
+/// How long a key left to another binary of the app, or to an operator, goes without a full
+/// look (an operator's key is still probed every round: see [`Espera::cabeca`]).
 const ESPERA_DO_OPERADOR: Duration = Duration::from_secs(30);
+
+/// Why and until when a key is left alone.
+struct Espera {
+    /// Failed rounds so far (the backoff of a parked key that still fails).
+    falhas: u32,
+    quando: Instant,
+    /// The first dead letter an operator has to act on: while it is still the key's first, the
+    /// key waits; once it is gone (discarded, replayed), the key is looked at again at once.
+    cabeca: Option<Uuid>,
+}
 
 pub(crate) struct Retomada<DB: Banco> {
     pub(crate) pool: Pool<DB>,
@@ -29,8 +44,7 @@ pub(crate) struct Retomada<DB: Banco> {
 
 impl<DB: Banco> Retomada<DB> {
     pub(crate) async fn rodar(self, cancelar: CancellationToken) {
-        // Per key: failed rounds so far and when to look again.
-        let mut agenda: HashMap<String, (u32, Instant)> = HashMap::new();
+        let mut agenda: HashMap<String, Espera> = HashMap::new();
         loop {
             tokio::select! {
                 _ = cancelar.cancelled() => return,
@@ -41,9 +55,9 @@ impl<DB: Banco> Retomada<DB> {
             };
             agenda.retain(|chave, _| chaves.contains(chave));
             for chave in chaves {
-                if agenda
-                    .get(&chave)
-                    .is_some_and(|(_, quando)| *quando > Instant::now())
+                if let Some(espera) = agenda.get(&chave)
+                    && espera.quando > Instant::now()
+                    && !self.cabeca_mudou(&chave, espera.cabeca).await
                 {
                     continue;
                 }
@@ -55,8 +69,19 @@ impl<DB: Banco> Retomada<DB> {
         }
     }
 
+    /// Whether the key's first dead letter is no longer `cabeca`, the one an operator had to act
+    /// on (false when the key waits for something else, or the database does not answer).
+    async fn cabeca_mudou(&self, chave: &str, cabeca: Option<Uuid>) -> bool {
+        let Some(cabeca) = cabeca else {
+            return false;
+        };
+        operacoes::morta_recebida_que_retem(&self.pool, &self.app, chave, i64::MAX)
+            .await
+            .is_ok_and(|primeira| primeira != Some(cabeca))
+    }
+
     /// Applies `chave`'s dead letters in order when its first one is its consumer's to resume.
-    async fn retomar(&self, chave: String, agenda: &mut HashMap<String, (u32, Instant)>) {
+    async fn retomar(&self, chave: String, agenda: &mut HashMap<String, Espera>) {
         let Ok(da_chave) =
             operacoes::mortas_recebidas_da_chave(&self.pool, &self.app, &chave).await
         else {
@@ -66,7 +91,12 @@ impl<DB: Banco> Retomada<DB> {
             return;
         };
         if !(primeira.motivo.starts_with("parked:") || primeira.motivo.starts_with("held:")) {
-            agenda.insert(chave, (0, Instant::now() + ESPERA_DO_OPERADOR));
+            let espera = Espera {
+                falhas: 0,
+                quando: Instant::now() + ESPERA_DO_OPERADOR,
+                cabeca: Some(primeira.id_mensagem),
+            };
+            agenda.insert(chave, espera);
             return;
         }
         let feito =
@@ -75,20 +105,33 @@ impl<DB: Banco> Retomada<DB> {
             // The key's next dead letter is of a tipo another binary of the app receives (after
             // those applied here, if any): that binary's consumer resumes it.
             Ok(feito) if feito.sem_receptor > 0 => {
-                agenda.insert(chave, (0, Instant::now() + ESPERA_DO_OPERADOR));
+                let espera = Espera {
+                    falhas: 0,
+                    quando: Instant::now() + ESPERA_DO_OPERADOR,
+                    cabeca: None,
+                };
+                agenda.insert(chave, espera);
             }
             Ok(feito) if feito.mantidas == 0 => {
                 tracing::info!(app = %self.app, chave = %chave, aplicadas = feito.aplicadas, "mensageria nats: an ordered key went on; its held messages followed in order");
                 agenda.remove(&chave);
             }
             outro => {
-                let falhas = agenda.get(&chave).map_or(1, |(falhas, _)| falhas + 1);
+                let falhas = agenda.get(&chave).map_or(1, |espera| espera.falhas + 1);
                 let espera = self
                     .base
                     .saturating_mul(2_u32.saturating_pow(falhas.min(20)))
                     .min(self.maximo);
                 tracing::warn!(app = %self.app, chave = %chave, falhas, retry_in_ms = u64::try_from(espera.as_millis()).unwrap_or(u64::MAX), resultado = ?outro.map(|f| f.mantidas), "mensageria nats: a parked key still fails; retried later");
-                agenda.insert(chave, (falhas, Instant::now() + espera));
+                let quando = Instant::now() + espera;
+                agenda.insert(
+                    chave,
+                    Espera {
+                        falhas,
+                        quando,
+                        cabeca: None,
+                    },
+                );
             }
         }
     }
