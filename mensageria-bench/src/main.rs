@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run --release -p mensageria-bench -- --rapido     # ~15 min (14 min 41 s on 2026-12-06), smaller sizes
 //!                                                         # (the report's Parameters line says how long)
-//! cargo run --release -p mensageria-bench                 # full sizes (1M-row history and backlog)
+//! cargo run --release -p mensageria-bench                 # full sizes (1M-row history and backlog):
+//!                                                         # ~45 min (42 min 24 s on 2026-12-06)
 //! ```
 //!
 //! Needs PostgreSQL at `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
