@@ -1,7 +1,7 @@
 //! 12. Memory over a long run: a receiving app alone and a relay alone, each a process of its
 //!     own (this binary started again with `--papel`), library defaults, delivering `backlog`
 //!     events (1M in a full run) over HTTP. This process only feeds the saída (in chunks, so the
-//!     backlog stays under a tenth of the run) and samples both processes' resident memory
+//!     backlog stays under two tenths of the run) and samples both processes' resident memory
 //!     (`VmRSS`) and CPU from `/proc`: their RSS after the first tenth of the events (warm-up)
 //!     and at the end must be within 10% of each other.
 

@@ -34,6 +34,16 @@ struct Espera {
     cabeca: Option<Uuid>,
 }
 
+impl Espera {
+    fn por(falhas: u32, espera: Duration, cabeca: Option<Uuid>) -> Self {
+        Self {
+            falhas,
+            quando: Instant::now() + espera,
+            cabeca,
+        }
+    }
+}
+
 pub(crate) struct Retomada<DB: Banco> {
     pub(crate) pool: Pool<DB>,
     pub(crate) app: String,
@@ -91,12 +101,8 @@ impl<DB: Banco> Retomada<DB> {
             return;
         };
         if !(primeira.motivo.starts_with("parked:") || primeira.motivo.starts_with("held:")) {
-            let espera = Espera {
-                falhas: 0,
-                quando: Instant::now() + ESPERA_DO_OPERADOR,
-                cabeca: Some(primeira.id_mensagem),
-            };
-            agenda.insert(chave, espera);
+            let cabeca = Some(primeira.id_mensagem);
+            agenda.insert(chave, Espera::por(0, ESPERA_DO_OPERADOR, cabeca));
             return;
         }
         let feito =
@@ -105,12 +111,7 @@ impl<DB: Banco> Retomada<DB> {
             // The key's next dead letter is of a tipo another binary of the app receives (after
             // those applied here, if any): that binary's consumer resumes it.
             Ok(feito) if feito.sem_receptor > 0 => {
-                let espera = Espera {
-                    falhas: 0,
-                    quando: Instant::now() + ESPERA_DO_OPERADOR,
-                    cabeca: None,
-                };
-                agenda.insert(chave, espera);
+                agenda.insert(chave, Espera::por(0, ESPERA_DO_OPERADOR, None));
             }
             Ok(feito) if feito.mantidas == 0 => {
                 tracing::info!(app = %self.app, chave = %chave, aplicadas = feito.aplicadas, "mensageria nats: an ordered key went on; its held messages followed in order");
@@ -123,15 +124,7 @@ impl<DB: Banco> Retomada<DB> {
                     .saturating_mul(2_u32.saturating_pow(falhas.min(20)))
                     .min(self.maximo);
                 tracing::warn!(app = %self.app, chave = %chave, falhas, retry_in_ms = u64::try_from(espera.as_millis()).unwrap_or(u64::MAX), resultado = ?outro.map(|f| f.mantidas), "mensageria nats: a parked key still fails; retried later");
-                let quando = Instant::now() + espera;
-                agenda.insert(
-                    chave,
-                    Espera {
-                        falhas,
-                        quando,
-                        cabeca: None,
-                    },
-                );
+                agenda.insert(chave, Espera::por(falhas, espera, None));
             }
         }
     }

@@ -5,9 +5,9 @@
 //! (microseconds, no timer): the deliveries the relay started in the same claim join it
 //! meanwhile. If the route is busy (a batch request of it is out), the batch stays open until
 //! that request is answered, at most 10 ms ([`ocupacao`]): under load the events of the next
-//! claims join it too. An idle route never waits. Then the batch closes: alone, its one event goes on the single route (as without batches: same
-//! latency, same CloudEvents request); with company, all go in one request to the batch route,
-//! up to the route's current limit. At low rates every delivery goes alone; under load a claim
+//! claims join it too. An idle route never waits. Then the batch closes: alone, its one event
+//! goes on the single route (as without batches: same latency, same CloudEvents request); with
+//! company, all go in one request to the batch route, up to the route's current limit. At low rates every delivery goes alone; under load a claim
 //! of 128 due rows against a fast receptor becomes a request or two.
 //!
 //! **Batches are sized to what the receptor takes** ([`limite`]). The receptor applies a batch's
