@@ -21,7 +21,6 @@ use sqlx::{PgPool, Postgres, Transaction};
 use crate::Parametros;
 use crate::ambiente::{Cpu, Pg};
 use crate::carga::{EventoBench, Passo, contar, esperar, evento, reservar, vazao};
-use crate::estatistica::mediana;
 use crate::ponta_a_ponta::{self, PRODUTORES, Perfil};
 use crate::relatorio::{Relatorio, fmt};
 
@@ -537,9 +536,9 @@ fn relatar_serie(rel: &mut Relatorio, v: Variante, serie: Serie) -> f64 {
     let cpu = |f: fn(&Cpu) -> f64| serie.cpu.iter().map(f).collect::<Vec<_>>();
     rel.custo_por_evento(
         format!("{nome} (JetStream section)"),
-        mediana(&cpu(|c| c.proprio)),
-        mediana(&cpu(|c| c.postgres)),
-        mediana(&cpu(|c| c.nats)),
+        &cpu(|c| c.proprio),
+        &cpu(|c| c.postgres),
+        &cpu(|c| c.nats),
     );
     for (parte, valores) in [
         (

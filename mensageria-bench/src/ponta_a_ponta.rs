@@ -31,7 +31,7 @@ use crate::carga::{
     EventoBench, TOKEN, contar, esperar, esperar_saida_vazia, insert_cru, negocio_pg, reservar,
     servir, vazao,
 };
-use crate::estatistica::{mediana, percentil};
+use crate::estatistica::percentil;
 use crate::relatorio::{Relatorio, fmt};
 
 /// Producer clients of the throughput run (the JetStream section uses as many).
@@ -601,7 +601,7 @@ pub(crate) async fn vazao_de_ponta_a_ponta(
         cpu_das_bases.clone(),
         "µs",
     );
-    rel.custo_base(mediana(&cpu_das_bases));
+    rel.custo_base(&cpu_das_bases);
     let mut pico = 0.0;
     let mut simples = 0.0;
     for (serie, (perfil, drenar)) in series.iter_mut().zip(variantes) {
@@ -663,9 +663,9 @@ pub(crate) async fn vazao_de_ponta_a_ponta(
         );
         rel.custo_por_evento(
             format!("HTTP, {quando}, relay {nome}"),
-            mediana(&serie.cpu_proprio),
-            mediana(&serie.cpu_postgres),
-            0.0,
+            &serie.cpu_proprio,
+            &serie.cpu_postgres,
+            &[],
         );
         if perfil == Perfil::Ajustado {
             continue;

@@ -24,7 +24,7 @@ use crate::ambiente::{Cpu, Pg, sqlite};
 use crate::carga::{
     EventoBench, Passo, TOKEN, esperar, insert_cru, negocio_sqlite, reservar, servir, vazao,
 };
-use crate::estatistica::{mediana, percentil};
+use crate::estatistica::percentil;
 use crate::gravador;
 use crate::ponta_a_ponta::{Bancada, PRODUTORES, Perfil};
 use crate::relatorio::{Relatorio, fmt};
@@ -236,9 +236,9 @@ fn relatar(rel: &mut Relatorio, banco: &str, s: Serie) -> (f64, f64) {
     );
     rel.custo_por_evento(
         format!("{banco} end to end, with producers (SQLite section)"),
-        mediana(&s.cpu_proprio),
-        mediana(&s.cpu_postgres),
-        0.0,
+        &s.cpu_proprio,
+        &s.cpu_postgres,
+        &[],
     );
     rel.medir(
         SECAO,

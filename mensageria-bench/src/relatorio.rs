@@ -82,25 +82,27 @@ impl Relatorio {
         });
     }
 
-    /// Records the baseline's CPU per transaction (µs) that the CPU table divides by.
-    pub(crate) fn custo_base(&mut self, us: f64) {
-        self.custo_base = Some(us);
+    /// Records the baseline's CPU per transaction (µs, one value per repetition) that the CPU
+    /// table divides by (their median).
+    pub(crate) fn custo_base(&mut self, us: &[f64]) {
+        self.custo_base = Some(mediana(us));
     }
 
-    /// Records one end-to-end path's CPU per delivered event (medians, µs): this process,
-    /// PostgreSQL, nats-server. The report lists every path in one table near its top.
+    /// Records one end-to-end path's CPU per delivered event (µs, one value per repetition) of
+    /// this process, PostgreSQL and nats-server (empty: a process the path does not use). The
+    /// report lists their medians, every path in one table near its top.
     pub(crate) fn custo_por_evento(
         &mut self,
         caminho: impl Into<String>,
-        proprio: f64,
-        postgres: f64,
-        nats: f64,
+        proprio: &[f64],
+        postgres: &[f64],
+        nats: &[f64],
     ) {
         self.custos.push(CustoPorEvento {
             caminho: caminho.into(),
-            proprio,
-            postgres,
-            nats,
+            proprio: mediana(proprio),
+            postgres: mediana(postgres),
+            nats: mediana(nats),
         });
     }
 

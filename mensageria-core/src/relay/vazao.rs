@@ -128,9 +128,7 @@ impl Vaga {
             iniciada: Instant::now(),
         }
     }
-}
 
-impl Vaga {
     /// The destination answered this delivery, and not with an overload: the tipo's limit
     /// rises.
     pub(crate) fn aceita(&self) {
