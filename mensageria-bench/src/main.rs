@@ -2,10 +2,11 @@
 //! measured in the same run, and every target of the performance issue is checked against it.
 //!
 //! ```text
-//! cargo run --release -p mensageria-bench -- --rapido     # ~15 min (14 min 41 s on 2026-12-06), smaller sizes
+//! cargo run --release -p mensageria-bench -- --rapido     # ~16 min (14 min 41 s on 2026-12-06, before
+//!                                                         # section 1's floors), smaller sizes
 //!                                                         # (the report's Parameters line says how long)
 //! cargo run --release -p mensageria-bench                 # full sizes (1M-row history and backlog):
-//!                                                         # ~45 min (42 min 24 s on 2026-12-06)
+//!                                                         # ~45 min (43 min 55 s on 2026-12-06)
 //! ```
 //!
 //! Needs PostgreSQL at `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
@@ -13,7 +14,9 @@
 //! (`--so nats`) also needs nats-server with JetStream at `NATS_URL` (default
 //! `nats://127.0.0.1:4222`) and uses a stream of each run's own, deleted at its end. A full
 //! run writes `BENCHMARKS.md`; a partial run (`--so a,b`) writes `target/benchmarks/a,b.md` and
-//! leaves `BENCHMARKS.md` as it is (`--saida` chooses another file).
+//! merges its rows into `BENCHMARKS.md`: each replaces the row of the same name, a replaced
+//! target says "re-run", the header names the re-run, the other rows are kept (`--saida`
+//! writes the report there instead and leaves `BENCHMARKS.md` alone).
 
 mod ambiente;
 mod carga;
@@ -25,6 +28,7 @@ mod horizonte;
 mod jetstream;
 mod jetstream_cluster;
 mod memoria;
+mod mescla;
 mod ordenada;
 mod ponta_a_ponta;
 mod ponta_a_ponta_sqlite;
@@ -60,8 +64,9 @@ struct Args {
     /// Run only these sections (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     so: Vec<Secao>,
-    /// Where to write the report. Default: `BENCHMARKS.md` for a full run; a partial run
-    /// (`--so`) never overwrites it by default and writes `target/benchmarks/<sections>.md`.
+    /// Where to write the report (and nowhere else). Default: `BENCHMARKS.md` for a full run;
+    /// a partial run (`--so`) writes `target/benchmarks/<sections>.md` and merges its rows into
+    /// `BENCHMARKS.md`.
     #[arg(long)]
     saida: Option<std::path::PathBuf>,
     /// Internal: run one part of the memory section (`memoria.rs`) as a process of its own.
@@ -242,15 +247,32 @@ fn main() {
         if let Some(pasta) = saida.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(pasta).expect("create the report's directory");
         }
-        std::fs::write(&saida, md).expect("write the report");
+        std::fs::write(&saida, &md).expect("write the report");
         println!("written to {}", saida.display());
         if args.saida.is_none() && !args.so.is_empty() {
-            println!(
-                "(a partial run: BENCHMARKS.md is left as it is; a full run, without --so, \
-                 rewrites it)"
-            );
+            mesclar_no_relatorio(&md, &comando, &parametros);
         }
     });
+}
+
+/// A partial run's report merged into `BENCHMARKS.md` (its rows replace the earlier ones, the
+/// others are kept; see `mescla.rs`), when that file is a full run's report.
+fn mesclar_no_relatorio(parcial: &str, comando: &str, parametros: &str) {
+    const COMPLETO: &str = "BENCHMARKS.md";
+    let quando = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string();
+    let mesclado = std::fs::read_to_string(COMPLETO)
+        .ok()
+        .and_then(|completo| mescla::mesclar(&completo, parcial, &quando, comando, parametros));
+    match mesclado {
+        Some(md) => {
+            std::fs::write(COMPLETO, md).expect("write BENCHMARKS.md");
+            println!("its rows merged into {COMPLETO} (each replaces the row of the same name)");
+        }
+        None => println!(
+            "({COMPLETO} is missing or not a full run's report: left as it is; a full run, \
+             without --so, writes it)"
+        ),
+    }
 }
 
 /// Runs one section, its figures into `rel`.

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::estatistica::{maximo, mediana, minimo};
+use crate::mescla::{INTRODUCAO_DOS_CUSTOS, SEM_BASE};
 
 struct Medida {
     secao: &'static str,
@@ -115,12 +116,9 @@ impl Relatorio {
         let _ = writeln!(md, "\n## CPU per delivered event\n");
         let _ = writeln!(
             md,
-            "User + system CPU of each process over the run (from /proc), divided by the events delivered; medians of the repetitions. The last column divides the whole by the CPU per transaction of section 2's baseline (a raw single-row INSERT, this process and PostgreSQL{}) in the same run: a change that saves work shows there even when the machine is busy.\n",
+            "{INTRODUCAO_DOS_CUSTOS} (from /proc), divided by the events delivered; medians of the repetitions. The last column divides the whole by the CPU per transaction of section 2's baseline (a raw single-row INSERT, this process and PostgreSQL{}) in the same run: a change that saves work shows there even when the machine is busy.\n",
             self.custo_base
-                .map_or(" — not run this time".to_owned(), |base| format!(
-                    ": {} µs",
-                    fmt(base)
-                ))
+                .map_or(SEM_BASE.to_owned(), |base| format!(": {} µs", fmt(base)))
         );
         let _ = writeln!(
             md,
