@@ -129,6 +129,7 @@ struct Cena {
 
 impl Cena {
     async fn nova(replicas: usize) -> Self {
+        bancada::registrar_no_stderr();
         Self::em(Cluster::iniciar().await, replicas).await
     }
 
@@ -223,6 +224,10 @@ impl Cena {
     async fn drenar(&self) -> Razao {
         esperar_saida_vazia(&self.envio, 60).await;
         let razao = Razao::ler(&self.emissor.pool).await;
+        tracing::info!(
+            aplicaveis = razao.aplicaveis(),
+            "the saída drained: every event published"
+        );
         bancada::esperar_aplicadas(&self.recepcao, razao.aplicaveis(), Duration::from_secs(60))
             .await;
         razao
@@ -314,11 +319,14 @@ async fn cluster_inteiro_reiniciado() {
         cena.cluster.matar(i);
     }
     let morte = Instant::now();
+    tracing::info!(ultimo_commitado = antes, "every node SIGKILLed");
     tokio::time::sleep(Duration::from_secs(2)).await;
     for i in 0..3 {
         cena.cluster.subir(i).await;
     }
+    tracing::info!("every node started again");
     let retomada = primeiro_efeito_depois(&cena.recepcao, antes, Duration::from_secs(60)).await;
+    tracing::info!("delivery resumed");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (commitadas, contas) = cena.terminar(em_curso).await;
     bancada::Relato::de_contas(

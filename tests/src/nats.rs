@@ -33,6 +33,24 @@ pub const EFEITO: &str = "CREATE TABLE efeito (n BIGINT PRIMARY KEY, aplicacoes 
 pub const APLICAR: &str = "INSERT INTO efeito (n, aplicacoes) VALUES ($1, 1) \
      ON CONFLICT (n) DO UPDATE SET aplicacoes = efeito.aplicacoes + 1";
 
+/// Logs what the library says (its warnings and errors, mensageria-nats down to INFO, the NATS
+/// client's INFO and the cluster suite's own steps, with timestamps) on the test process's
+/// stderr, which the test runner shows when the test fails: a fault scenario that does not
+/// converge then says what its consumer and publisher saw (changes of server, reconnects).
+/// Once per process; `RUST_LOG` replaces the filter.
+pub fn registrar_no_stderr() {
+    let filtro = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "warn,mensageria_nats=info,async_nats=info,nats_cluster=info",
+        )
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filtro)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 /// `NATS_URL`, else the local server (`scripts/test` starts it when it is down).
 pub fn url_compartilhada() -> String {
     std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
