@@ -97,13 +97,19 @@ pub(crate) fn insert_cru(pool: PgPool) -> Passo<()> {
     })
 }
 
-async fn negocio_pg_em(pool: &PgPool, com_saida: bool) -> Option<uuid::Uuid> {
+/// A business transaction begun on `pool`, its business row written: BEGIN and one INSERT.
+pub(crate) async fn abrir_negocio(pool: &PgPool) -> Transaction<'static, Postgres> {
     let mut tx = pool.begin().await.expect("begin");
     sqlx::query("INSERT INTO negocio (valor) VALUES ($1)")
         .bind("pedido faturado")
         .execute(&mut *tx)
         .await
         .expect("business insert");
+    tx
+}
+
+async fn negocio_pg_em(pool: &PgPool, com_saida: bool) -> Option<uuid::Uuid> {
+    let mut tx = abrir_negocio(pool).await;
     let id = if com_saida {
         Some(enfileirar(&mut *tx, &evento()).await.expect("enqueue"))
     } else {

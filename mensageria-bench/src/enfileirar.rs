@@ -11,7 +11,7 @@ use sqlx::PgPool;
 
 use crate::Parametros;
 use crate::ambiente::{Pg, sqlite};
-use crate::carga::{Passo, evento, negocio_sqlite, vazao};
+use crate::carga::{Passo, abrir_negocio, evento, negocio_sqlite, vazao};
 use crate::relatorio::{Relatorio, fmt};
 
 /// What the business transaction carries besides its own INSERT.
@@ -44,12 +44,7 @@ impl Extra {
 /// BEGIN, the business INSERT, `extra`, COMMIT.
 fn negocio(pool: PgPool, extra: Extra) -> Passo<()> {
     Box::pin(async move {
-        let mut tx = pool.begin().await.expect("begin");
-        sqlx::query("INSERT INTO negocio (valor) VALUES ($1)")
-            .bind("pedido faturado")
-            .execute(&mut *tx)
-            .await
-            .expect("business insert");
+        let mut tx = abrir_negocio(&pool).await;
         match extra {
             Extra::Nada => {}
             Extra::IdaEVolta => {

@@ -20,7 +20,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::Parametros;
 use crate::ambiente::{Cpu, Pg};
-use crate::carga::{EventoBench, Passo, contar, esperar, evento, reservar, vazao};
+use crate::carga::{EventoBench, Passo, abrir_negocio, contar, esperar, evento, reservar, vazao};
 use crate::ponta_a_ponta::{self, PRODUTORES, Perfil};
 use crate::relatorio::{Relatorio, fmt};
 
@@ -324,12 +324,7 @@ impl Bancada {
 /// The producer's step: the business write and the JetStream-bound event, committed.
 fn negocio(pool: PgPool) -> Passo<()> {
     Box::pin(async move {
-        let mut tx = pool.begin().await.expect("begin");
-        sqlx::query("INSERT INTO negocio (valor) VALUES ($1)")
-            .bind("pedido faturado")
-            .execute(&mut *tx)
-            .await
-            .expect("business insert");
+        let mut tx = abrir_negocio(&pool).await;
         enfileirar(&mut *tx, &EventoNats(evento()))
             .await
             .expect("enqueue");
