@@ -105,6 +105,44 @@ fn marcar(linha: &str, quando: &str) -> String {
     }
 }
 
+/// What a partial report brings: its rows (table, key, the line to write), its notes, and its
+/// CPU table's introduction when it measured a baseline.
+struct Parcial<'a> {
+    fileiras: Vec<(Tabela, String, String)>,
+    notas: Vec<&'a str>,
+    introducao: Option<&'a str>,
+}
+
+impl<'a> Parcial<'a> {
+    fn de(linhas: &[Linha<'a>], quando: &str) -> Self {
+        let mut parcial = Parcial {
+            fileiras: Vec::new(),
+            notas: Vec::new(),
+            introducao: None,
+        };
+        for linha in linhas {
+            match *linha {
+                Linha::Fileira(t, texto) => {
+                    let escrita = match t {
+                        Tabela::Metas => marcar(texto, quando),
+                        _ => texto.to_owned(),
+                    };
+                    parcial.fileiras.push((t, t.chave(texto), escrita));
+                }
+                Linha::Nota(nota) => parcial.notas.push(nota),
+                // The CPU table's introduction names the baseline its last column divides by.
+                Linha::Outra(t)
+                    if t.starts_with(INTRODUCAO_DOS_CUSTOS) && !t.contains(SEM_BASE) =>
+                {
+                    parcial.introducao = Some(t);
+                }
+                Linha::Outra(_) => {}
+            }
+        }
+        parcial
+    }
+}
+
 /// `completo` with `parcial`'s rows and notes in, and a header line for the re-run
 /// (`quando`, `comando`, `parametros`); `None` when `completo` is not a full report (no targets
 /// or no measurements table): the partial report is then all there is.
@@ -125,35 +163,11 @@ pub(crate) fn mesclar(
         return None;
     }
     let novas = ler(parcial);
-    let mut fileiras: Vec<(Tabela, String, String)> = novas
-        .iter()
-        .filter_map(|l| match l {
-            Linha::Fileira(t, linha) => Some((
-                *t,
-                t.chave(linha),
-                match t {
-                    Tabela::Metas => marcar(linha, quando),
-                    _ => (*linha).to_owned(),
-                },
-            )),
-            _ => None,
-        })
-        .collect();
-    let mut notas: Vec<&str> = novas
-        .iter()
-        .filter_map(|l| match l {
-            Linha::Nota(n) => Some(*n),
-            _ => None,
-        })
-        .collect();
-    // The CPU table's introduction names the baseline its last column divides by: the partial
-    // run's, when it measured one.
-    let introducao = novas.iter().find_map(|l| match l {
-        Linha::Outra(t) if t.starts_with(INTRODUCAO_DOS_CUSTOS) && !t.contains(SEM_BASE) => {
-            Some(*t)
-        }
-        _ => None,
-    });
+    let Parcial {
+        mut fileiras,
+        mut notas,
+        introducao,
+    } = Parcial::de(&novas, quando);
     let mut saida: Vec<String> = Vec::with_capacity(antigas.len() + fileiras.len());
     for (i, linha) in antigas.iter().enumerate() {
         match linha {
