@@ -129,11 +129,11 @@ struct Cena {
 
 impl Cena {
     async fn nova(replicas: usize) -> Self {
-        bancada::registrar_no_stderr();
         Self::em(Cluster::iniciar().await, replicas).await
     }
 
     async fn em(cluster: Cluster, replicas: usize) -> Self {
+        bancada::registrar_no_stderr();
         let js = bancada::conectar(&cluster.urls()).await;
         let sufixo = uuid::Uuid::now_v7().simple().to_string();
         let fluxo = Fluxo::new(format!("R{sufixo}"), format!("r{sufixo}"))
