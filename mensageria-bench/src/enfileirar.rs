@@ -15,7 +15,7 @@ use crate::carga::{Passo, abrir_negocio, evento, negocio_sqlite, vazao};
 use crate::relatorio::{Relatorio, fmt};
 
 /// What the business transaction carries besides its own INSERT.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Extra {
     Nada,
     IdaEVolta,
@@ -80,10 +80,13 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
             .await
             .expect("the smallest row's table");
         let mut taxas: Vec<Vec<f64>> = Extra::TODOS.iter().map(|_| Vec::new()).collect();
-        for _ in 0..p.repeticoes {
-            for (extra, taxas) in Extra::TODOS.into_iter().zip(&mut taxas) {
-                let a = pool.clone();
-                taxas.push(vazao(clientes, p.duracao, move || negocio(a.clone(), extra)).await);
+        for repeticao in 0..p.repeticoes {
+            // The variants in turn, each repetition starting with the next one: a change of the
+            // machine's load does not always hit the same variant first.
+            for k in 0..Extra::TODOS.len() {
+                let i = (repeticao + k) % Extra::TODOS.len();
+                let (extra, a) = (Extra::TODOS[i], pool.clone());
+                taxas[i].push(vazao(clientes, p.duracao, move || negocio(a.clone(), extra)).await);
             }
             sqlx::query("TRUNCATE mensageria_saida, negocio, linha_minima")
                 .execute(&pool)
