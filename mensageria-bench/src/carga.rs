@@ -80,10 +80,15 @@ pub(crate) fn reservar(quantos: i64) -> i64 {
 /// `Send + 'static` so that [`vazao`] can spawn it.
 pub(crate) type Passo<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// One producer step on PostgreSQL: the business write, optionally with its enqueue, committed.
-/// Resolves to the message id when one was enqueued.
-pub(crate) fn negocio_pg(pool: PgPool, com_saida: bool) -> Passo<Option<uuid::Uuid>> {
-    Box::pin(async move { negocio_pg_em(&pool, com_saida).await })
+/// One producer step on PostgreSQL: the business write and its enqueue, committed. Resolves to
+/// the message id.
+pub(crate) fn negocio_pg(pool: PgPool) -> Passo<uuid::Uuid> {
+    Box::pin(async move {
+        let mut tx = abrir_negocio(&pool).await;
+        let id = enfileirar(&mut *tx, &evento()).await.expect("enqueue");
+        tx.commit().await.expect("commit");
+        id
+    })
 }
 
 /// A raw single-row INSERT transaction: the baseline of sections 1 and 2.
@@ -106,17 +111,6 @@ pub(crate) async fn abrir_negocio(pool: &PgPool) -> Transaction<'static, Postgre
         .await
         .expect("business insert");
     tx
-}
-
-async fn negocio_pg_em(pool: &PgPool, com_saida: bool) -> Option<uuid::Uuid> {
-    let mut tx = abrir_negocio(pool).await;
-    let id = if com_saida {
-        Some(enfileirar(&mut *tx, &evento()).await.expect("enqueue"))
-    } else {
-        None
-    };
-    tx.commit().await.expect("commit");
-    id
 }
 
 /// The same on SQLite.

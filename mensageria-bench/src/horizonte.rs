@@ -109,7 +109,7 @@ async fn rodada(duracao: Duration, fixar: bool) -> Rodada {
         .spawn()
         .expect("relay");
     let pool = produtores.clone();
-    let produzidas = vazao(PRODUTORES, duracao, move || negocio_pg(pool.clone(), true)).await;
+    let produzidas = vazao(PRODUTORES, duracao, move || negocio_pg(pool.clone())).await;
     let backlog = contar(&leitura, "SELECT count(*) FROM mensageria_saida").await;
     let vazia = esperar_saida_vazia(&leitura, Duration::from_secs(300)).await;
     assert!(vazia, "the saída did not drain within 300 s");

@@ -9,10 +9,7 @@
 //! added otherwise. The header gains a line naming the re-run: when, the command and its
 //! parameters. Everything else of the full report is kept as it was.
 
-/// How the CPU table's introduction begins ([`crate::relatorio`]), and what it says when the
-/// run had no baseline.
-pub(crate) const INTRODUCAO_DOS_CUSTOS: &str = "User + system CPU of each process over the run";
-pub(crate) const SEM_BASE: &str = " — not run this time";
+use crate::relatorio::{INTRODUCAO_DOS_CUSTOS, SEM_BASE};
 
 /// The tables of a report, by their heading.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -28,8 +28,8 @@ use uuid::Uuid;
 use crate::Parametros;
 use crate::ambiente::{Cpu, Pg, database_url};
 use crate::carga::{
-    EventoBench, TOKEN, contar, esperar, esperar_saida_vazia, insert_cru, negocio_pg, reservar,
-    servir, vazao,
+    EventoBench, Passo, TOKEN, contar, esperar, esperar_saida_vazia, insert_cru, negocio_pg,
+    reservar, servir, vazao,
 };
 use crate::estatistica::percentil;
 use crate::relatorio::{Relatorio, fmt};
@@ -452,7 +452,7 @@ impl Bancada {
         let mut cpu_antes = (Cpu::agora(), Partes::agora(&self.leitura).await);
         let mut inicio = Instant::now();
         let pool = self.produtores.clone();
-        let produzidas = vazao(PRODUTORES, duracao, move || negocio_pg(pool.clone(), true)).await;
+        let produzidas = vazao(PRODUTORES, duracao, move || negocio_pg(pool.clone())).await;
         let n1 = reservar(0);
         let relay = match relay {
             Some(relay) => relay,
@@ -493,10 +493,8 @@ impl Bancada {
     /// transaction (this process and PostgreSQL), what the end-to-end path would reach and cost
     /// if delivering were free. The saída they filled is emptied.
     async fn so_produtores(&self, duracao: Duration) -> (f64, Cpu) {
-        let antes = Cpu::agora();
         let pool = self.produtores.clone();
-        let taxa = vazao(PRODUTORES, duracao, move || negocio_pg(pool.clone(), true)).await;
-        let cpu = Cpu::agora().por(antes, taxa * duracao.as_secs_f64());
+        let (taxa, cpu) = vazao_e_cpu(duracao, move || negocio_pg(pool.clone())).await;
         sqlx::query("TRUNCATE mensageria_saida")
             .execute(&self.leitura)
             .await
@@ -553,6 +551,18 @@ impl Serie {
             .map(|((proprio, postgres), base)| (proprio + postgres) / base)
             .collect()
     }
+}
+
+/// `PRODUTORES` closed loops of `passo` for `duracao`: their rate and the CPU per step of this
+/// process, PostgreSQL and nats-server.
+async fn vazao_e_cpu<F, T>(duracao: Duration, passo: F) -> (f64, Cpu)
+where
+    F: Fn() -> Passo<T> + Clone + Send + 'static,
+    T: 'static,
+{
+    let antes = Cpu::agora();
+    let taxa = vazao(PRODUTORES, duracao, passo).await;
+    (taxa, Cpu::agora().por(antes, taxa * duracao.as_secs_f64()))
 }
 
 /// Records the producers alone (no relay running): their rate, their CPU per transaction, and
@@ -638,9 +648,7 @@ pub(crate) async fn vazao_de_ponta_a_ponta(
     let mut series: Vec<Serie> = variantes.iter().map(|_| Serie::default()).collect();
     for _ in 0..p.repeticoes {
         let pool = b.produtores.clone();
-        let antes = Cpu::agora();
-        let base = vazao(PRODUTORES, p.duracao, move || insert_cru(pool.clone())).await;
-        let cpu = Cpu::agora().por(antes, base * p.duracao.as_secs_f64());
+        let (base, cpu) = vazao_e_cpu(p.duracao, move || insert_cru(pool.clone())).await;
         bases.push(base);
         cpu_das_bases.push(cpu.proprio + cpu.postgres);
         let (taxa, cpu) = b.so_produtores(p.duracao).await;
@@ -912,9 +920,7 @@ async fn produzir_a_taxa(pool: &PgPool, taxa: f64, duracao: Duration) {
                     tique.tick().await;
                     let devidos = (inicio.elapsed().as_secs_f64() * por_produtor) as u64;
                     while enviados < devidos {
-                        if let Some(id) = negocio_pg(pool.clone(), true).await {
-                            commitou(id);
-                        }
+                        commitou(negocio_pg(pool.clone()).await);
                         enviados += 1;
                     }
                 }

@@ -4,7 +4,11 @@
 use std::fmt::Write as _;
 
 use crate::estatistica::{maximo, mediana, minimo};
-use crate::mescla::{INTRODUCAO_DOS_CUSTOS, SEM_BASE};
+
+/// How the CPU table's introduction begins, and what it says when the run had no baseline
+/// (`mescla.rs` finds the introduction by them).
+pub(crate) const INTRODUCAO_DOS_CUSTOS: &str = "User + system CPU of each process over the run";
+pub(crate) const SEM_BASE: &str = " — not run this time";
 
 struct Medida {
     secao: &'static str,

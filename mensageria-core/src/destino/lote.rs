@@ -7,8 +7,9 @@
 //! that request is answered, at most 10 ms ([`ocupacao`]): under load the events of the next
 //! claims join it too. An idle route never waits. Then the batch closes: alone, its one event
 //! goes on the single route (as without batches: same latency, same CloudEvents request); with
-//! company, all go in one request to the batch route, up to the route's current limit. At low rates every delivery goes alone; under load a claim
-//! of 128 due rows against a fast receptor becomes a request or two.
+//! company, all go in one request to the batch route, up to the route's current limit. At low
+//! rates every delivery goes alone; under load a claim of 128 due rows against a fast receptor
+//! becomes a request or two.
 //!
 //! **Batches are sized to what the receptor takes** ([`limite`]). The receptor applies a batch's
 //! events one after the other, so a batch of 64 against a receptor that takes 250 ms per event
