@@ -1,6 +1,7 @@
 //! Where the bench runs: the PostgreSQL server, a schema per scenario, SQLite files, the machine.
 
 use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, SqlitePool};
@@ -64,6 +65,56 @@ impl Pg {
         .expect("drop the bench schema");
         admin.close().await;
     }
+}
+
+/// How old a `bench_*` schema must be before a run drops it as abandoned: far longer than a
+/// full run takes (about 45 minutes), so a run going on elsewhere on the server keeps its own.
+const ABANDONADO_APOS: Duration = Duration::from_secs(24 * 3600);
+
+/// Whether the schema `nome` is a scenario's that a run left behind: a `bench_` schema whose
+/// UUIDv7 says it was created more than [`ABANDONADO_APOS`] before `agora`. Any other name
+/// (not the bench's, or not a UUIDv7) is never the bench's to drop.
+fn abandonado(nome: &str, agora: SystemTime) -> bool {
+    let Some(id) = nome
+        .strip_prefix("bench_")
+        .and_then(|resto| uuid::Uuid::try_parse(resto).ok())
+    else {
+        return false;
+    };
+    let Some(criado) = id.get_timestamp().filter(|_| id.get_version_num() == 7) else {
+        return false;
+    };
+    let (segundos, nanos) = criado.to_unix();
+    let criado = UNIX_EPOCH + Duration::new(segundos, nanos);
+    agora
+        .duration_since(criado)
+        .is_ok_and(|idade| idade > ABANDONADO_APOS)
+}
+
+/// Drops the scenario schemas that runs killed before their cleanup (`Pg::descartar`) left on
+/// the server, and returns their names. A run calls it once, before its first scenario.
+pub(crate) async fn varrer_abandonados(agora: SystemTime) -> Vec<String> {
+    let admin = PgPool::connect(&database_url())
+        .await
+        .expect("PostgreSQL at DATABASE_URL (scripts/test starts it)");
+    let nomes: Vec<String> =
+        sqlx::query_scalar(r"SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'bench\_%'")
+            .fetch_all(&admin)
+            .await
+            .expect("list the bench schemas");
+    let mut descartados = Vec::new();
+    for nome in nomes.into_iter().filter(|n| abandonado(n, agora)) {
+        // The name was parsed as `bench_` and a UUID: nothing in it to quote.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {nome} CASCADE"
+        )))
+        .execute(&admin)
+        .await
+        .expect("drop an abandoned bench schema");
+        descartados.push(nome);
+    }
+    admin.close().await;
+    descartados
 }
 
 /// A SQLite file with the mensageria tables and the business table.
@@ -192,4 +243,57 @@ pub(crate) fn segundos_de_cpu(pid: &str) -> Option<f64> {
     let utime: f64 = campos.get(11)?.parse().ok()?;
     let stime: f64 = campos.get(12)?.parse().ok()?;
     Some((utime + stime) / 100.0)
+}
+
+#[cfg(test)]
+mod testes {
+    use super::*;
+
+    fn criado_ha(agora: SystemTime, idade: Duration) -> String {
+        let quando = agora - idade;
+        let desde = quando.duration_since(UNIX_EPOCH).unwrap();
+        let ts = uuid::Timestamp::from_unix(uuid::NoContext, desde.as_secs(), desde.subsec_nanos());
+        format!("bench_{}", uuid::Uuid::new_v7(ts).simple())
+    }
+
+    #[test]
+    fn so_um_schema_do_bench_de_mais_de_um_dia_e_abandonado() {
+        let agora = SystemTime::now();
+        let hora = Duration::from_secs(3600);
+        assert!(abandonado(&criado_ha(agora, 25 * hora), agora));
+        assert!(
+            !abandonado(&criado_ha(agora, hora), agora),
+            "a run going on elsewhere"
+        );
+        // A UUIDv4 carries no time.
+        let v4 = "bench_0f8fad5bd9cb469fa16570867728950e";
+        for nome in ["public", "bench_", "bench_x", "outro_0190", v4] {
+            assert!(!abandonado(nome, agora), "{nome}");
+        }
+    }
+
+    /// Against the real server: an old scenario schema goes, a fresh one stays.
+    #[tokio::test]
+    async fn a_varredura_descarta_o_schema_abandonado_e_deixa_o_recente() {
+        let agora = SystemTime::now();
+        let velho = criado_ha(agora, Duration::from_secs(48 * 3600));
+        let recente = Pg::novo().await;
+        let admin = PgPool::connect(&database_url()).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {velho}")))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let descartados = varrer_abandonados(agora).await;
+        assert!(descartados.contains(&velho), "{descartados:?}");
+        assert!(!descartados.contains(&recente.schema));
+        let existem: Vec<String> =
+            sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname = ANY($1)")
+                .bind(vec![velho.clone(), recente.schema.clone()])
+                .fetch_all(&admin)
+                .await
+                .unwrap();
+        assert_eq!(existem, vec![recente.schema.clone()]);
+        admin.close().await;
+        recente.descartar().await;
+    }
 }

@@ -10,12 +10,15 @@
 //! ```
 //!
 //! Needs PostgreSQL at `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);
-//! each section works in a schema of its own, dropped at the end. The JetStream section
+//! each section works in a schema of its own, dropped at the end (a run killed before that
+//! leaves it behind; the next run drops every `bench_` schema created more than a day before
+//! it, and says so). The JetStream section
 //! (`--so nats`) also needs nats-server with JetStream at `NATS_URL` (default
 //! `nats://127.0.0.1:4222`) and uses a stream of each run's own, deleted at its end. A full
 //! run writes `BENCHMARKS.md`; a partial run (`--so a,b`) writes `target/benchmarks/a,b.md` and
 //! merges its rows into `BENCHMARKS.md`: each replaces the row of the same name, a replaced
-//! target says "re-run", the header names the re-run, the other rows are kept (`--saida`
+//! target says "re-run", the header names the re-run (a later re-run of the same command
+//! replaces that line), the other rows are kept (`--saida`
 //! writes the report there instead and leaves `BENCHMARKS.md` alone).
 
 mod ambiente;
@@ -205,6 +208,14 @@ fn main() {
     runtime.block_on(async {
         let maquina = ambiente::maquina().await;
         println!("{maquina}");
+        let abandonados = ambiente::varrer_abandonados(std::time::SystemTime::now()).await;
+        if !abandonados.is_empty() {
+            println!(
+                "dropped {} bench schemas that killed runs had left behind: {}",
+                abandonados.len(),
+                abandonados.join(", ")
+            );
+        }
         let mut rel = relatorio::Relatorio::default();
         let comando = std::env::args().collect::<Vec<_>>().join(" ");
         let comando = format!("cargo run --release -p mensageria-bench --{}", comando.split_once(' ').map_or(String::new(), |(_, resto)| format!(" {resto}")));

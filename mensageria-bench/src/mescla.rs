@@ -191,10 +191,14 @@ pub(crate) fn mesclar(
                 }
             }
             Linha::Outra(texto) => {
+                // An earlier re-run of the same command: this one's rows replaced all of its.
+                let superada = texto.starts_with("- **Re-run:**")
+                    && texto.contains(&format!(": `{comando}` ("));
                 match introducao {
                     Some(nova) if texto.starts_with(INTRODUCAO_DOS_CUSTOS) => {
                         saida.push(nova.to_owned());
                     }
+                    _ if superada => {}
                     _ => saida.push((*texto).to_owned()),
                 }
                 let fim_do_cabecalho =
@@ -330,6 +334,24 @@ Intro.
         assert!(cabecalho[0].contains("10:10") && cabecalho[1].contains("10:20"));
         assert!(duas.contains("+20% (1600 vs 1920 tx/s) (re-run 10:20) | met |"));
         assert!(!duas.contains("(re-run 10:10) (re-run"));
+    }
+
+    #[test]
+    fn uma_nova_rodada_do_mesmo_comando_substitui_a_linha_da_anterior() {
+        let uma = mesclar(COMPLETO, PARCIAL, "10:10", "a", "p").unwrap();
+        let outra = mesclar(&uma, PARCIAL, "10:15", "b", "p").unwrap();
+        let tres = mesclar(&outra, PARCIAL, "10:20", "a", "p").unwrap();
+        let cabecalho: Vec<&str> = tres
+            .lines()
+            .filter(|l| l.starts_with("- **Re-run:**"))
+            .collect();
+        assert_eq!(cabecalho.len(), 2, "{tres}");
+        assert!(cabecalho[0].contains("10:15: `b`"), "{tres}");
+        assert!(cabecalho[1].contains("10:20: `a`"), "{tres}");
+        assert!(
+            tres.contains("\n- **Reading it:**"),
+            "the header goes on: {tres}"
+        );
     }
 
     #[test]
