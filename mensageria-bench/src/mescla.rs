@@ -6,8 +6,9 @@
 //! its wording, a CPU row by its path, a measurement by its section and name); a row the full
 //! report lacks goes at the end of its table. A replaced target says so in its measured cell.
 //! A note replaces the note with the same label (the words before its first colon) and is
-//! added otherwise. The header gains a line naming the re-run: when, the command and its
-//! parameters. Everything else of the full report is kept as it was.
+//! added otherwise. The header gains a line naming the re-run: when, the command, its
+//! parameters and, when it is not the full run's, the machine; it replaces the line of an
+//! earlier re-run of the same command. Everything else of the full report is kept as it was.
 
 use crate::relatorio::{INTRODUCAO_DOS_CUSTOS, SEM_BASE};
 
@@ -159,6 +160,13 @@ pub(crate) fn mesclar(
     if !tem(Tabela::Metas) || !tem(Tabela::Medidas) {
         return None;
     }
+    // Figures of another machine must say so: the header's Machine line is the full run's.
+    let maquina = |md: &str| {
+        md.lines()
+            .find_map(|l| l.strip_prefix("- **Machine:** "))
+            .map(str::to_owned)
+    };
+    let outra_maquina = maquina(parcial).filter(|m| maquina(completo).as_ref() != Some(m));
     let novas = ler(parcial);
     let Parcial {
         mut fileiras,
@@ -207,8 +215,11 @@ pub(crate) fn mesclar(
                 if fim_do_cabecalho
                     && !matches!(seguinte, Some(Linha::Outra(s)) if s.starts_with("- **Re-run:**"))
                 {
+                    let onde = outra_maquina
+                        .as_ref()
+                        .map_or(String::new(), |m| format!(" on another machine ({m})"));
                     saida.push(format!(
-                        "- **Re-run:** {quando}: `{comando}` ({parametros}); its rows replace the earlier ones, its targets say \"re-run\""
+                        "- **Re-run:** {quando}: `{comando}` ({parametros}){onde}; its rows replace the earlier ones, its targets say \"re-run\""
                     ));
                 }
             }
@@ -351,6 +362,48 @@ Intro.
         assert!(
             tres.contains("\n- **Reading it:**"),
             "the header goes on: {tres}"
+        );
+    }
+
+    #[test]
+    fn uma_rodada_em_outra_maquina_diz_qual() {
+        let com_maquina = |md: &str, m: &str| {
+            md.replacen(
+                "- **Parameters:**",
+                &format!("- **Machine:** {m}\n- **Parameters:**"),
+                1,
+            )
+        };
+        let completo = com_maquina(COMPLETO, "2 cores (Intel Xeon)");
+        let mesma = mesclar(
+            &completo,
+            &com_maquina(PARCIAL, "2 cores (Intel Xeon)"),
+            "q",
+            "c",
+            "p",
+        )
+        .unwrap();
+        assert!(
+            mesma.contains("- **Re-run:** q: `c` (p); its rows"),
+            "{mesma}"
+        );
+        let outra = mesclar(
+            &completo,
+            &com_maquina(PARCIAL, "2 cores (AMD EPYC)"),
+            "q",
+            "c",
+            "p",
+        )
+        .unwrap();
+        assert!(
+            outra.contains(
+                "- **Re-run:** q: `c` (p) on another machine (2 cores (AMD EPYC)); its rows"
+            ),
+            "{outra}"
+        );
+        assert!(
+            outra.contains("- **Machine:** 2 cores (Intel Xeon)"),
+            "{outra}"
         );
     }
 
