@@ -6,7 +6,8 @@
 //!                                                         # section 1's floors), smaller sizes
 //!                                                         # (the report's Parameters line says how long)
 //! cargo run --release -p mensageria-bench                 # full sizes (1M-row history and backlog):
-//!                                                         # ~45 min (43 min 55 s on 2026-12-06)
+//!                                                         # ~45 min (43 min 55 s and 46 min 03 s
+//!                                                         # on two machines, 2026-12-06)
 //! ```
 //!
 //! Needs PostgreSQL at `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`);

@@ -130,15 +130,17 @@ pub(crate) async fn medir(rel: &mut Relatorio, p: &Parametros) {
         vec![pico_pequena],
         "MiB",
     );
+    // A ratio to the same run's baseline, as issue 36 asks: the rate moves with the machine
+    // (34k and 57k rows/s on two days, 0.091× and 0.092× the DELETE loop each time).
     rel.meta(
-        "burn-down ≥ 50k rows/s on one connection (200k is the long-term goal)",
+        "burn-down on one connection ≥ 0.13 × the same run's primary-key DELETE loop (≈ 50k rows/s on a quiet day; 0.5×, ≈ 200k, is the long-term goal)",
         format!(
-            "{} rows/s ({:.2}× the primary-key DELETE loop's {} rows/s)",
-            fmt(mediana),
+            "{:.3}× ({} vs {} rows/s)",
             mediana / base,
+            fmt(mediana),
             fmt(base)
         ),
-        mediana >= 50_000.0,
+        mediana >= 0.13 * base,
     );
     rel.meta(
         format!(
