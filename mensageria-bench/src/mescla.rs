@@ -3,7 +3,8 @@
 //! sections' figures.
 //!
 //! Each row of the partial report replaces the row of the same name in the full one (a target by
-//! its wording, a CPU row by its path, a measurement by its section and name); a row the full
+//! its wording, or its former wording when it was renamed; a CPU row by its path, a measurement
+//! by its section and name); a row the full
 //! report lacks goes at the end of its table. A replaced target says so in its measured cell.
 //! A note replaces the note with the same label (the words before its first colon) and is
 //! added otherwise. The header gains a line naming the re-run: when, the command, its
