@@ -11,6 +11,14 @@ pub(crate) fn database_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
+/// A pool of one connection to `DATABASE_URL`, for the bench's own statements (schemas, server
+/// facts).
+async fn admin() -> PgPool {
+    PgPool::connect(&database_url())
+        .await
+        .expect("PostgreSQL at DATABASE_URL (scripts/test starts it)")
+}
+
 /// A schema of one scenario's own, with the mensageria tables and the bench's business tables.
 pub(crate) struct Pg {
     pub(crate) schema: String,
@@ -19,9 +27,7 @@ pub(crate) struct Pg {
 impl Pg {
     pub(crate) async fn novo() -> Self {
         let schema = format!("bench_{}", uuid::Uuid::now_v7().simple());
-        let admin = PgPool::connect(&database_url())
-            .await
-            .expect("PostgreSQL at DATABASE_URL (scripts/test starts it)");
+        let admin = admin().await;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
             .execute(&admin)
             .await
@@ -55,7 +61,7 @@ impl Pg {
     }
 
     pub(crate) async fn descartar(self) {
-        let admin = PgPool::connect(&database_url()).await.expect("PostgreSQL");
+        let admin = admin().await;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP SCHEMA {} CASCADE",
             self.schema
@@ -94,9 +100,7 @@ fn abandonado(nome: &str, agora: SystemTime) -> bool {
 /// Drops the scenario schemas that runs killed before their cleanup (`Pg::descartar`) left on
 /// the server, and returns their names. A run calls it once, before its first scenario.
 pub(crate) async fn varrer_abandonados(agora: SystemTime) -> Vec<String> {
-    let admin = PgPool::connect(&database_url())
-        .await
-        .expect("PostgreSQL at DATABASE_URL (scripts/test starts it)");
+    let admin = admin().await;
     let nomes: Vec<String> =
         sqlx::query_scalar(r"SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'bench\_%'")
             .fetch_all(&admin)
@@ -236,7 +240,12 @@ impl Cpu {
 
 /// utime + stime of `/proc/{pid}/stat`, in seconds (100 ticks a second on Linux x86_64).
 pub(crate) fn segundos_de_cpu(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    segundos_de_cpu_em(std::path::Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// utime + stime of a `stat` file of `/proc` (a process's or one of its threads'), in seconds.
+pub(crate) fn segundos_de_cpu_em(stat: &std::path::Path) -> Option<f64> {
+    let stat = std::fs::read_to_string(stat).ok()?;
     // The command name is in parentheses and may hold spaces: count fields after the last `)`.
     let depois = &stat[stat.rfind(')')? + 1..];
     let campos: Vec<&str> = depois.split_whitespace().collect();
@@ -278,7 +287,7 @@ mod testes {
         let agora = SystemTime::now();
         let velho = criado_ha(agora, Duration::from_secs(48 * 3600));
         let recente = Pg::novo().await;
-        let admin = PgPool::connect(&database_url()).await.unwrap();
+        let admin = admin().await;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {velho}")))
             .execute(&admin)
             .await

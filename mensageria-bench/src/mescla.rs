@@ -33,11 +33,7 @@ impl Tabela {
 
     /// What names a row: the measurements' section and name, the others' first cell.
     fn chave(self, linha: &str) -> String {
-        let celulas: Vec<&str> = linha
-            .trim_matches('|')
-            .split(" | ")
-            .map(str::trim)
-            .collect();
+        let celulas = celulas(linha);
         match self {
             Tabela::Medidas => celulas
                 .iter()
@@ -61,6 +57,9 @@ const METAS_RENOMEADAS: &[(&str, &str)] = &[(
     "burn-down ≥ 50k rows/s on one connection (200k is the long-term goal)",
     crate::queima::META_QUEIMA,
 )];
+
+/// How the header's line of a re-run begins.
+const REEXECUCAO: &str = "- **Re-run:**";
 
 /// One line of a report, as the merge sees it.
 #[derive(Debug, PartialEq)]
@@ -101,14 +100,18 @@ fn rotulo(nota: &str) -> &str {
     }
 }
 
-/// The target rows' mark of a re-run.
-fn marcar(linha: &str, quando: &str) -> String {
-    let celulas: Vec<&str> = linha
+/// The cells of a table row.
+fn celulas(linha: &str) -> Vec<&str> {
+    linha
         .trim_matches('|')
         .split(" | ")
         .map(str::trim)
-        .collect();
-    match celulas.as_slice() {
+        .collect()
+}
+
+/// The target rows' mark of a re-run.
+fn marcar(linha: &str, quando: &str) -> String {
+    match celulas(linha).as_slice() {
         [alvo, medido, veredito] => {
             format!("| {alvo} | {medido} (re-run {quando}) | {veredito} |")
         }
@@ -186,6 +189,8 @@ pub(crate) fn mesclar(
         mut notas,
         introducao,
     } = Parcial::de(&novas, quando);
+    // An earlier re-run's line of the same command: this one's rows replaced all of its.
+    let mesmo_comando = format!(": `{comando}` (");
     let mut saida: Vec<String> = Vec::with_capacity(antigas.len() + fileiras.len());
     for (i, linha) in antigas.iter().enumerate() {
         match linha {
@@ -212,9 +217,8 @@ pub(crate) fn mesclar(
                 }
             }
             Linha::Outra(texto) => {
-                // An earlier re-run of the same command: this one's rows replaced all of its.
-                let superada = texto.starts_with("- **Re-run:**")
-                    && texto.contains(&format!(": `{comando}` ("));
+                let reexecucao = texto.starts_with(REEXECUCAO);
+                let superada = reexecucao && texto.contains(&mesmo_comando);
                 match introducao {
                     Some(nova) if texto.starts_with(INTRODUCAO_DOS_CUSTOS) => {
                         saida.push(nova.to_owned());
@@ -222,17 +226,16 @@ pub(crate) fn mesclar(
                     _ if superada => {}
                     _ => saida.push((*texto).to_owned()),
                 }
-                let fim_do_cabecalho =
-                    texto.starts_with("- **Parameters:**") || texto.starts_with("- **Re-run:**");
+                let fim_do_cabecalho = texto.starts_with("- **Parameters:**") || reexecucao;
                 let seguinte = antigas.get(i + 1);
                 if fim_do_cabecalho
-                    && !matches!(seguinte, Some(Linha::Outra(s)) if s.starts_with("- **Re-run:**"))
+                    && !matches!(seguinte, Some(Linha::Outra(s)) if s.starts_with(REEXECUCAO))
                 {
                     let onde = outra_maquina
                         .as_ref()
                         .map_or(String::new(), |m| format!(" on another machine ({m})"));
                     saida.push(format!(
-                        "- **Re-run:** {quando}: `{comando}` ({parametros}){onde}; its rows replace the earlier ones, its targets say \"re-run\""
+                        "{REEXECUCAO} {quando}: `{comando}` ({parametros}){onde}; its rows replace the earlier ones, its targets say \"re-run\""
                     ));
                 }
             }
@@ -349,7 +352,7 @@ Intro.
     /// The header's re-run lines.
     fn reexecucoes(md: &str) -> Vec<&str> {
         md.lines()
-            .filter(|l| l.starts_with("- **Re-run:**"))
+            .filter(|l| l.starts_with(super::REEXECUCAO))
             .collect()
     }
 

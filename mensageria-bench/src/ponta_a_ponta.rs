@@ -26,7 +26,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
 
 use crate::Parametros;
-use crate::ambiente::{Cpu, Pg, database_url};
+use crate::ambiente::{Cpu, Pg, database_url, segundos_de_cpu, segundos_de_cpu_em};
 use crate::carga::{
     EventoBench, Passo, TOKEN, contar, esperar, esperar_saida_vazia, insert_cru, negocio_pg,
     reservar, servir, vazao,
@@ -233,7 +233,7 @@ impl ReceptorSimples {
             let caminho = tarefa.path();
             let nome = std::fs::read_to_string(caminho.join("comm")).unwrap_or_default();
             if nome.trim() == FIOS_SIMPLES {
-                segundos += segundos_de_cpu(&caminho.join("stat")).unwrap_or(0.0);
+                segundos += segundos_de_cpu_em(&caminho.join("stat")).unwrap_or(0.0);
             }
         }
         segundos
@@ -280,16 +280,6 @@ async fn receber_simples(
     }
 }
 
-/// utime + stime of a `/proc/…/stat` file, in seconds (100 ticks a second on Linux x86_64).
-fn segundos_de_cpu(stat: &std::path::Path) -> Option<f64> {
-    let stat = std::fs::read_to_string(stat).ok()?;
-    let depois = &stat[stat.rfind(')')? + 1..];
-    let campos: Vec<&str> = depois.split_whitespace().collect();
-    let utime: f64 = campos.get(11)?.parse().ok()?;
-    let stime: f64 = campos.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
-}
-
 /// CPU seconds used so far by the PostgreSQL backends of the connections named `nome`.
 async fn cpu_dos_backends(leitura: &PgPool, nome: &str) -> f64 {
     let pids: Vec<i32> =
@@ -299,7 +289,7 @@ async fn cpu_dos_backends(leitura: &PgPool, nome: &str) -> f64 {
             .await
             .expect("the backends of a pool");
     pids.iter()
-        .filter_map(|pid| segundos_de_cpu(std::path::Path::new(&format!("/proc/{pid}/stat"))))
+        .filter_map(|pid| segundos_de_cpu(&pid.to_string()))
         .sum()
 }
 
